@@ -1,0 +1,51 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+#   make            build metaroce.ko (and, once, the test kernel it is built against)
+#   make demo       the main job: build, boot the VM, create devices, show them
+#   make check      everything: core tests, module build, VM selftests
+#   make sim        the deterministic simulator's results table
+#   make vm CMD=..  run one command in the test VM (tools/vm-run)
+#   make clean
+#
+# KDIR may point to any Rust-enabled kernel tree; by default it is the cached test
+# kernel built by scripts/build-kernel.sh from Debian's linux-source.
+
+SHELL := /bin/bash
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
+KDIR ?= $(shell scripts/build-kernel.sh --kdir)
+
+.PHONY: all modules setup kernel demo check test-core test-vm sim vm clean
+all: modules
+
+setup:
+	@scripts/setup-host.sh
+
+kernel: setup
+	@scripts/build-kernel.sh >/dev/null
+
+modules: kernel
+	$(MAKE) -C $(KDIR) M=$(CURDIR) $(CACHE_VARS) modules
+
+demo: modules
+	@scripts/demo.sh
+
+test-core: setup
+	cargo test --workspace --quiet
+
+test-vm: modules
+	@selftests/run.sh
+
+check: setup
+	@scripts/check.sh
+
+sim: setup
+	cargo run --release --quiet -p metaroce-sim --bin sim-report
+
+vm: modules
+	@tools/vm-run '$(CMD)'
+
+clean:
+	-$(MAKE) -C $(KDIR) M=$(CURDIR) $(CACHE_VARS) clean
+	cargo clean

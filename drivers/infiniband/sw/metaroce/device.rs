@@ -1,0 +1,113 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A MetaRoCE device: its attributes and per-device state.
+
+use kernel::{
+    prelude::*,
+    sync::atomic::{Atomic, Relaxed},
+};
+use metaroce_proto::constants::{MAX_DATA_HEADER_LEN, MAX_MSG_LEN};
+use rdma::{
+    device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
+    netdev::NetDevice,
+};
+
+/// Bytes of every packet that are not payload: IPv6 (the larger IP header), UDP and
+/// the largest MetaRoCE data header.
+const PACKET_OVERHEAD: u32 = 40 + 8 + MAX_DATA_HEADER_LEN as u32;
+
+/// Limits the driver is built for (Documentation/metaroce/driver.rst, "Limits").
+const MAX_QP: u32 = 16384;
+const MAX_QP_WR: u32 = 16384;
+const MAX_SGE: u32 = 32;
+const MAX_CQ: u32 = 16384;
+const MAX_CQE: u32 = (1 << 15) - 1;
+const MAX_MR: u32 = 65536;
+const MAX_PD: u32 = 65536;
+const MAX_RD_ATOMIC: u32 = 128;
+const MAX_AH: u32 = 65536;
+const MAX_SRQ: u32 = 16384;
+const GID_TABLE_LEN: u32 = 1024;
+
+/// The driver type of metaroce devices.
+pub(crate) struct MetaRoceDriver;
+
+/// Per-device state.
+pub(crate) struct MetaRoceDevice {
+    /// The netdev's MTU, kept current by the netdev notifier.
+    netdev_mtu: Atomic<u32>,
+    /// Times the netdev lost its link while the device existed.
+    link_downed: Atomic<u64>,
+}
+
+impl MetaRoceDevice {
+    pub(crate) fn new(netdev: &NetDevice) -> Self {
+        Self {
+            netdev_mtu: Atomic::new(netdev.mtu()),
+            link_downed: Atomic::new(0),
+        }
+    }
+
+    pub(crate) fn set_netdev_mtu(&self, mtu: u32) {
+        self.netdev_mtu.store(mtu, Relaxed);
+    }
+
+    pub(crate) fn count_link_down(&self) {
+        self.link_downed.fetch_add(1, Relaxed);
+    }
+
+    /// The largest IB MTU that fits the netdev's MTU with MetaRoCE headers.
+    pub(crate) fn active_mtu(&self) -> Mtu {
+        Mtu::for_ethernet(self.netdev_mtu.load(Relaxed), PACKET_OVERHEAD)
+    }
+}
+
+impl Driver for MetaRoceDriver {
+    type Data = MetaRoceDevice;
+
+    const NODE_DESC: &'static CStr = c"metaroce";
+
+    fn device_attributes(_dev: &Device<Self>) -> DeviceAttributes {
+        DeviceAttributes {
+            max_mr_size: u64::MAX,
+            page_size_cap: 0xffff_f000,
+            vendor_id: 0,
+            vendor_part_id: 0,
+            hw_ver: 0,
+            fw_ver: 0,
+            max_qp: MAX_QP,
+            max_qp_wr: MAX_QP_WR,
+            device_cap_flags: DeviceCaps::PORT_ACTIVE_EVENT
+                | DeviceCaps::SYS_IMAGE_GUID
+                | DeviceCaps::RC_RNR_NAK_GEN,
+            max_send_sge: MAX_SGE,
+            max_recv_sge: MAX_SGE,
+            max_sge_rd: MAX_SGE,
+            max_cq: MAX_CQ,
+            max_cqe: MAX_CQE,
+            max_mr: MAX_MR,
+            max_pd: MAX_PD,
+            max_qp_rd_atom: MAX_RD_ATOMIC,
+            max_qp_init_rd_atom: MAX_RD_ATOMIC,
+            max_res_rd_atom: MAX_RD_ATOMIC * MAX_QP,
+            atomics: true,
+            max_ah: MAX_AH,
+            max_srq: MAX_SRQ,
+            max_srq_wr: MAX_QP_WR,
+            max_srq_sge: MAX_SGE,
+            local_ca_ack_delay: 15,
+        }
+    }
+
+    fn port_attributes(dev: &Device<Self>, netdev: &NetDevice) -> PortAttributes {
+        PortAttributes {
+            max_mtu: Mtu::Mtu4096,
+            active_mtu: dev.data().active_mtu(),
+            phys_mtu: netdev.mtu(),
+            gid_tbl_len: GID_TABLE_LEN,
+            pkey_tbl_len: 1,
+            max_msg_sz: MAX_MSG_LEN,
+            port_cap_flags: rdma::device::PortCaps::CM_SUP,
+        }
+    }
+}

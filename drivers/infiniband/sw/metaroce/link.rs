@@ -1,0 +1,43 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! `rdma link add NAME type metaroce netdev DEV`.
+
+use crate::device::{MetaRoceDevice, MetaRoceDriver};
+use kernel::{prelude::*, sync::Arc};
+use rdma::{
+    device::{self, Device, Registry},
+    link::LinkOps,
+    netdev::NetDevice,
+};
+
+/// Creates metaroce devices on request of the RDMA netlink interface.
+pub(crate) struct NewLink {
+    registry: Arc<Registry<MetaRoceDriver>>,
+}
+
+impl NewLink {
+    pub(crate) fn new(registry: Arc<Registry<MetaRoceDriver>>) -> Self {
+        Self { registry }
+    }
+}
+
+impl LinkOps for NewLink {
+    fn newlink(&self, name: &CStr, netdev: &NetDevice) -> Result {
+        if netdev.is_vlan() {
+            pr_err!("{:?}: create the device on the real netdev, not a VLAN\n", netdev.name());
+            return Err(EPERM);
+        }
+        if self.registry.get_by_netdev(netdev.id()).is_some() {
+            pr_err!("{:?} already has a metaroce device\n", netdev.name());
+            return Err(EEXIST);
+        }
+        // rdma_rxe treats every Soft-RoCE-ABI device on a netdev as its own.
+        if device::netdev_has_soft_roce_device(netdev) {
+            pr_err!("{:?} already has an rdma_rxe device\n", netdev.name());
+            return Err(EEXIST);
+        }
+        Device::register(&self.registry, netdev, name, MetaRoceDevice::new(netdev)).inspect_err(|e| {
+            pr_err!("creating {:?} on {:?} failed: {:?}\n", name, netdev.name(), e);
+        })
+    }
+}

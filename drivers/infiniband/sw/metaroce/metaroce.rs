@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! MetaRoCE: an RDMA transport for lossy Ethernet, as a software RDMA device.
+//!
+//! `rdma link add mroce0 type metaroce netdev eth0` creates an `ib_device` on any
+//! netdev. Userspace drives it through rdma-core's stock Soft-RoCE (rxe) provider.
+//! See Documentation/metaroce/ for the protocol and the driver guide.
+//!
+//! This crate is safe Rust: everything that touches C lives in `rust/rdma`.
+
+#![forbid(unsafe_code)]
+
+mod device;
+mod link;
+mod netdev_events;
+
+use kernel::{prelude::*, sync::Arc};
+use rdma::{device::Registry, netdev::Notifier};
+
+module! {
+    type: MetaRoce,
+    name: "metaroce",
+    authors: ["The metaroce authors"],
+    description: "MetaRoCE: RDMA over lossy Ethernet (software device)",
+    license: "GPL",
+    alias: ["rdma-link-metaroce"],
+}
+
+/// The module: one link type, the devices it created, and a netdev notifier.
+///
+/// Fields drop in declaration order, which is the teardown order: no new devices, then
+/// every device unregistered and freed, then the notifier.
+struct MetaRoce {
+    _link: Pin<KBox<rdma::link::Registration<link::NewLink>>>,
+    _devices: DeviceFence,
+    _notifier: Pin<KBox<Notifier<netdev_events::NetdevEvents>>>,
+}
+
+/// Unregisters every device of the module when dropped.
+struct DeviceFence(Arc<Registry<device::MetaRoceDriver>>);
+
+impl Drop for DeviceFence {
+    fn drop(&mut self) {
+        let n = self.0.len();
+        self.0.unregister_all();
+        if n > 0 {
+            pr_info!("removed {} device(s)\n", n);
+        }
+    }
+}
+
+impl kernel::Module for MetaRoce {
+    fn init(module: &'static ThisModule) -> Result<Self> {
+        let registry = Registry::new(module)?;
+        let notifier = KBox::pin_init(
+            Notifier::new(netdev_events::NetdevEvents::new(registry.clone())),
+            GFP_KERNEL,
+        )?;
+        let link = KBox::pin_init(
+            rdma::link::Registration::new(c"metaroce", link::NewLink::new(registry.clone())),
+            GFP_KERNEL,
+        )?;
+        pr_info!(
+            "loaded: MetaRoCE wire version {:#04x}, UDP port {}\n",
+            metaroce_proto::constants::VERSION_DRAFT0,
+            metaroce_proto::constants::UDP_PORT
+        );
+        Ok(Self {
+            _link: link,
+            _devices: DeviceFence(registry),
+            _notifier: notifier,
+        })
+    }
+}

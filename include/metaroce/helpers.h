@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * C helpers for static inline functions and macros that bindgen cannot bind.
+ *
+ * Each helper does exactly what the inline function of the same name does;
+ * none holds logic of its own. Implementations: rust/helpers/metaroce_helpers.c.
+ */
+#ifndef METAROCE_HELPERS_H
+#define METAROCE_HELPERS_H
+
+#include <linux/types.h>
+
+struct ib_device;
+struct net;
+struct net_device;
+
+/* linux/netdevice.h */
+void metaroce_dev_hold(struct net_device *ndev);
+void metaroce_dev_put(struct net_device *ndev);
+struct net *metaroce_dev_net(const struct net_device *ndev);
+struct net_device *metaroce_netdev_notifier_info_to_dev(void *info);
+const char *metaroce_netdev_name(const struct net_device *ndev);
+unsigned int metaroce_netdev_mtu(const struct net_device *ndev);
+int metaroce_netdev_ifindex(const struct net_device *ndev);
+/* Copies min(addr_len, len) bytes of dev_addr into @buf; returns the count. */
+unsigned int metaroce_netdev_addr(const struct net_device *ndev, u8 *buf, unsigned int len);
+bool metaroce_netdev_is_vlan(const struct net_device *ndev);
+/* netif_running() && netif_carrier_ok(): ib_get_curr_port_state() == ACTIVE. */
+bool metaroce_netdev_port_active(const struct net_device *ndev);
+
+/* rdma/ib_verbs.h */
+bool metaroce_ib_device_try_get(struct ib_device *dev);
+void metaroce_ib_mark_name_assigned_by_user(struct ib_device *dev);
+/* get_device()/put_device() on ib_device::dev: pins the memory, not the registration. */
+void metaroce_ib_device_pin(struct ib_device *dev);
+void metaroce_ib_device_unpin(struct ib_device *dev);
+
+/* Build-time layout checks the Rust side relies on. */
+size_t metaroce_sizeof_ib_device(void);
+
+#endif /* METAROCE_HELPERS_H */

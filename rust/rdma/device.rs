@@ -1,0 +1,742 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! RDMA devices (`struct ib_device`): allocation, registration and the verbs callbacks.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
+//!
+//! A driver implements [`Driver`]; [`Device::register`] allocates an `ib_device` with the
+//! driver's data behind it, binds it to a network device and registers it with the RDMA
+//! core. From then on the RDMA core owns the device: it is unregistered by `rdma link
+//! del`, by the driver (e.g. when its netdev goes away) or by [`Registry::unregister_all`]
+//! at module exit, and the driver's data is dropped in the `dealloc_driver` callback.
+//! Every device of a driver is tracked in its [`Registry`], which is how the driver finds
+//! a device by netdev and how module exit fences all of them.
+
+use crate::{
+    bindings,
+    netdev::{NetDevice, NetDeviceId},
+};
+use core::{
+    marker::PhantomData,
+    ptr::{self, NonNull},
+};
+use kernel::{
+    error::{from_result, to_result},
+    new_mutex,
+    prelude::*,
+    sync::{
+        aref::{ARef, AlwaysRefCounted},
+        Arc, Mutex,
+    },
+    types::Opaque,
+    ThisModule,
+};
+
+/// The user ABI version of the Soft-RoCE (rxe) provider in rdma-core.
+const RXE_UVERBS_ABI_VERSION: u32 = 2;
+
+/// An InfiniBand MTU (`enum ib_mtu`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum Mtu {
+    /// 256 bytes.
+    Mtu256 = 1,
+    /// 512 bytes.
+    Mtu512 = 2,
+    /// 1024 bytes.
+    Mtu1024 = 3,
+    /// 2048 bytes.
+    Mtu2048 = 4,
+    /// 4096 bytes.
+    Mtu4096 = 5,
+}
+
+impl Mtu {
+    /// Returns the largest IB MTU that fits in an Ethernet MTU of `eth_mtu` bytes once
+    /// `overhead` bytes of headers are taken off, as `ib_mtu_int_to_enum` does.
+    pub fn for_ethernet(eth_mtu: u32, overhead: u32) -> Self {
+        match eth_mtu.saturating_sub(overhead) {
+            4096.. => Self::Mtu4096,
+            2048.. => Self::Mtu2048,
+            1024.. => Self::Mtu1024,
+            512.. => Self::Mtu512,
+            _ => Self::Mtu256,
+        }
+    }
+
+    /// Returns the MTU in bytes.
+    pub fn bytes(self) -> u32 {
+        128 << (self as u32)
+    }
+}
+
+/// What a device can do (`struct ib_device_attr`), as reported by `ibv_devinfo`.
+#[derive(Clone, Debug, Default)]
+pub struct DeviceAttributes {
+    /// Largest memory region in bytes.
+    pub max_mr_size: u64,
+    /// Supported page sizes (bitmask).
+    pub page_size_cap: u64,
+    /// IEEE vendor id.
+    pub vendor_id: u32,
+    /// Vendor part id.
+    pub vendor_part_id: u32,
+    /// Hardware version.
+    pub hw_ver: u32,
+    /// Firmware version (shown by `ibv_devinfo` as a.b.c).
+    pub fw_ver: u64,
+    /// Maximum number of QPs.
+    pub max_qp: u32,
+    /// Maximum outstanding work requests per queue.
+    pub max_qp_wr: u32,
+    /// `IB_DEVICE_*` capability flags.
+    pub device_cap_flags: u64,
+    /// Maximum scatter/gather entries per send work request.
+    pub max_send_sge: u32,
+    /// Maximum scatter/gather entries per receive work request.
+    pub max_recv_sge: u32,
+    /// Maximum scatter/gather entries per RDMA READ.
+    pub max_sge_rd: u32,
+    /// Maximum number of CQs.
+    pub max_cq: u32,
+    /// Maximum entries per CQ.
+    pub max_cqe: u32,
+    /// Maximum number of memory regions.
+    pub max_mr: u32,
+    /// Maximum number of protection domains.
+    pub max_pd: u32,
+    /// Maximum outstanding RDMA READ/atomic requests a QP accepts as responder.
+    pub max_qp_rd_atom: u32,
+    /// Maximum outstanding RDMA READ/atomic requests a QP issues as requester.
+    pub max_qp_init_rd_atom: u32,
+    /// Maximum RDMA READ/atomic resources in the device.
+    pub max_res_rd_atom: u32,
+    /// Whether atomics are supported (`IB_ATOMIC_HCA` when true).
+    pub atomics: bool,
+    /// Maximum number of address handles.
+    pub max_ah: u32,
+    /// Maximum number of shared receive queues.
+    pub max_srq: u32,
+    /// Maximum work requests per SRQ.
+    pub max_srq_wr: u32,
+    /// Maximum scatter/gather entries per SRQ work request.
+    pub max_srq_sge: u32,
+    /// Local CA ACK delay (4.096 us * 2^n).
+    pub local_ca_ack_delay: u8,
+}
+
+/// What a port can do (`struct ib_port_attr`). Its state comes from the netdev.
+#[derive(Clone, Debug)]
+pub struct PortAttributes {
+    /// Largest supported MTU.
+    pub max_mtu: Mtu,
+    /// MTU in use, derived from the netdev's MTU.
+    pub active_mtu: Mtu,
+    /// The netdev's MTU in bytes.
+    pub phys_mtu: u32,
+    /// GID table length.
+    pub gid_tbl_len: u32,
+    /// P_Key table length.
+    pub pkey_tbl_len: u16,
+    /// Largest message in bytes.
+    pub max_msg_sz: u32,
+    /// `IB_PORT_*` capability flags.
+    pub port_cap_flags: u32,
+}
+
+/// The verbs a driver implements for its devices.
+///
+/// Callbacks run in process context and may sleep.
+pub trait Driver: Sized + Send + Sync + 'static {
+    /// Per-device data of the driver, dropped when the device is deallocated.
+    type Data: Send + Sync;
+
+    /// Node description shown by `ibv_devinfo -v` and in sysfs.
+    const NODE_DESC: &'static CStr;
+
+    /// Returns the device attributes; called once at registration.
+    fn device_attributes(dev: &Device<Self>) -> DeviceAttributes;
+
+    /// Returns the port attributes; the state is filled in from the netdev.
+    fn port_attributes(dev: &Device<Self>, netdev: &NetDevice) -> PortAttributes;
+
+    /// A user context is being created (`ibv_open_device`).
+    fn alloc_ucontext(_dev: &Device<Self>) -> Result {
+        Ok(())
+    }
+
+    /// A user context is being destroyed.
+    fn dealloc_ucontext(_dev: &Device<Self>) {}
+
+    /// A protection domain is being allocated.
+    fn alloc_pd(_dev: &Device<Self>) -> Result {
+        Ok(())
+    }
+
+    /// A protection domain is being freed.
+    fn dealloc_pd(_dev: &Device<Self>) {}
+}
+
+/// An RDMA device of driver `T`: the C `ib_device` followed by the driver's data.
+///
+/// # Invariants
+///
+/// - `ib` was allocated by `_ib_alloc_device` with the size of `Self`, so the whole
+///   struct is one allocation owned by the RDMA core.
+/// - `registry` and `data` are initialised from a successful [`Device::register`] (or its
+///   error path) until `dealloc_driver` drops them.
+#[repr(C)]
+pub struct Device<T: Driver> {
+    ib: Opaque<bindings::ib_device>,
+    registry: Arc<Registry<T>>,
+    netdev: NetDeviceId,
+    data: T::Data,
+}
+
+// SAFETY: The RDMA core serialises what needs it; `T::Data` is `Send + Sync`, the other
+// fields are immutable after registration.
+unsafe impl<T: Driver> Send for Device<T> {}
+// SAFETY: As above.
+unsafe impl<T: Driver> Sync for Device<T> {}
+
+// SAFETY: `ib_device_try_get`/`ib_device_put` are the registration reference count of an
+// ib_device; while one is held the device is registered and its memory is live.
+unsafe impl<T: Driver> AlwaysRefCounted for Device<T> {
+    fn inc_ref(&self) {
+        // SAFETY: The caller holds a reference, so the count is not zero and this succeeds.
+        unsafe { bindings::metaroce_ib_device_try_get(self.as_raw()) };
+    }
+
+    unsafe fn dec_ref(obj: NonNull<Self>) {
+        // SAFETY: The caller owns a reference.
+        unsafe { bindings::ib_device_put(obj.cast().as_ptr()) };
+    }
+}
+
+impl<T: Driver> Device<T> {
+    fn as_raw(&self) -> *mut bindings::ib_device {
+        self.ib.get()
+    }
+
+    /// # Safety
+    ///
+    /// `ib` must be the `ib` field of a live `Device<T>` whose fields are initialised, and
+    /// it must stay so for `'a`.
+    unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+        // SAFETY: `ib` is the first field of the `repr(C)` struct (offset 0).
+        unsafe { &*ib.cast::<Self>() }
+    }
+
+    /// Returns the driver's data.
+    pub fn data(&self) -> &T::Data {
+        &self.data
+    }
+
+    /// Returns the identity of the netdev this device was created on.
+    pub fn netdev_id(&self) -> NetDeviceId {
+        self.netdev
+    }
+
+    /// Returns the device's name, e.g. `mroce0`.
+    pub fn name(&self) -> &CStr {
+        // SAFETY: `dev.kobj.name` of a live ib_device is a NUL-terminated string; the
+        // RDMA core keeps it while the device is live.
+        unsafe {
+            let name = (*self.as_raw()).dev.kobj.name;
+            if name.is_null() {
+                c""
+            } else {
+                CStr::from_char_ptr(name)
+            }
+        }
+    }
+
+    /// Returns the netdev bound to port 1, if it is still attached.
+    pub fn netdev(&self) -> Option<ARef<NetDevice>> {
+        // SAFETY: The device is live; the function returns a held reference or NULL.
+        let ndev = unsafe { bindings::ib_device_get_netdev(self.as_raw(), 1) };
+        let ndev = NonNull::new(ndev)?;
+        // SAFETY: `ib_device_get_netdev` took the reference that the `ARef` now owns.
+        Some(unsafe { ARef::from_raw(ndev.cast()) })
+    }
+
+    /// Allocates a device bound to `netdev`, initialises its data and registers it with
+    /// the RDMA core under `name` (which may contain `%d`).
+    ///
+    /// On success the RDMA core owns the device (see the module documentation).
+    pub fn register(
+        registry: &Arc<Registry<T>>,
+        netdev: &NetDevice,
+        name: &CStr,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result {
+        // SAFETY: `netdev` is live; `dev_net` returns its namespace.
+        let net = unsafe { bindings::metaroce_dev_net(netdev.as_raw()) };
+        // SAFETY: The size covers an `ib_device` at offset 0 followed by our fields; the
+        // RDMA core zeroes the allocation and initialises the `ib_device` part.
+        let ib = unsafe { bindings::_ib_alloc_device(size_of::<Self>(), net) };
+        if ib.is_null() {
+            return Err(ENOMEM);
+        }
+        let this = ib.cast::<Self>();
+        // SAFETY: `data` is a field of the fresh allocation, valid for writes; on failure
+        // nothing has to be dropped.
+        if let Err(e) = unsafe { data.__pinned_init(&raw mut (*this).data) } {
+            // SAFETY: Allocated above, never registered, `dealloc_driver` not yet set.
+            unsafe { bindings::ib_dealloc_device(ib) };
+            return Err(e);
+        }
+        // SAFETY: Fields of the fresh allocation, valid for writes.
+        unsafe {
+            (&raw mut (*this).registry).write(registry.clone());
+            (&raw mut (*this).netdev).write(netdev.id());
+        }
+        // INVARIANT: All fields are initialised from here on.
+        // SAFETY: `this` is fully initialised and exclusively ours until registered.
+        let dev = unsafe { &*this };
+        if let Err(e) = dev.setup_and_register(registry, netdev, name) {
+            // SAFETY: The registration failed, so the RDMA core handed the device back
+            // and will not call `dealloc_driver` on it; `setup_and_register` removed it
+            // from the registry.
+            unsafe {
+                Self::drop_driver_fields(this);
+                bindings::ib_dealloc_device(ib);
+            }
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    fn setup_and_register(
+        &self,
+        registry: &Arc<Registry<T>>,
+        netdev: &NetDevice,
+        name: &CStr,
+    ) -> Result {
+        let ib = self.as_raw();
+        let ops = Self::ops(registry.module);
+        // SAFETY: The device is not registered yet: we are its only user.
+        unsafe {
+            bindings::metaroce_ib_mark_name_assigned_by_user(ib);
+            let desc = T::NODE_DESC.to_bytes();
+            let node_desc = &mut (*ib).node_desc;
+            let n = desc.len().min(node_desc.len() - 1);
+            for (dst, src) in node_desc.iter_mut().zip(&desc[..n]) {
+                *dst = *src as _;
+            }
+            (*ib).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as _;
+            (*ib).phys_port_cnt = 1;
+            (*ib).num_comp_vectors = 1;
+            (*ib).local_dma_lkey = 0;
+            (*ib).node_guid = node_guid(netdev).to_be();
+            (*ib).uverbs_cmd_mask |= 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND
+                | 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
+            bindings::ib_set_device_ops(ib, &ops);
+        }
+        // SAFETY: Both are live; port 1 exists (`phys_port_cnt` is 1).
+        to_result(unsafe { bindings::ib_device_set_netdev(ib, netdev.as_raw(), 1) })?;
+
+        let this = NonNull::from(self);
+        registry.insert(this)?;
+        // SAFETY: Fully set up. On failure the core hands the device back to us; on
+        // success it may be unregistered (and freed) at any time after this returns, so
+        // `self` is not touched afterwards.
+        let ret = to_result(unsafe { bindings::ib_register_device(ib, name.as_char_ptr(), ptr::null_mut()) });
+        if ret.is_err() {
+            registry.remove(this);
+        }
+        ret
+    }
+
+    /// Drops the fields that follow the `ib_device`.
+    ///
+    /// # Safety
+    ///
+    /// `this` must be fully initialised, its fields are not used afterwards.
+    unsafe fn drop_driver_fields(this: *mut Self) {
+        // SAFETY: Per the function's contract.
+        unsafe {
+            ptr::drop_in_place(&raw mut (*this).data);
+            ptr::drop_in_place(&raw mut (*this).registry);
+        }
+    }
+
+    fn ops(module: &'static ThisModule) -> bindings::ib_device_ops {
+        bindings::ib_device_ops {
+            owner: module.as_ptr().cast(),
+            driver_id: bindings::rdma_driver_id_RDMA_DRIVER_RXE,
+            uverbs_abi_ver: RXE_UVERBS_ABI_VERSION,
+            query_device: Some(Adapter::<T>::query_device),
+            query_port: Some(Adapter::<T>::query_port),
+            get_port_immutable: Some(Adapter::<T>::get_port_immutable),
+            get_link_layer: Some(Adapter::<T>::get_link_layer),
+            query_pkey: Some(Adapter::<T>::query_pkey),
+            alloc_ucontext: Some(Adapter::<T>::alloc_ucontext),
+            dealloc_ucontext: Some(Adapter::<T>::dealloc_ucontext),
+            disassociate_ucontext: Some(Adapter::<T>::disassociate_ucontext),
+            alloc_pd: Some(Adapter::<T>::alloc_pd),
+            dealloc_pd: Some(Adapter::<T>::dealloc_pd),
+            dealloc_driver: Some(Adapter::<T>::dealloc_driver),
+            size_ib_ucontext: size_of::<bindings::ib_ucontext>(),
+            size_ib_pd: size_of::<bindings::ib_pd>(),
+            ..Default::default()
+        }
+    }
+}
+
+/// Node GUID from the netdev's MAC address (EUI-48 to EUI-64, as `addrconf_addr_eui48`),
+/// or 0 when the netdev has none.
+fn node_guid(netdev: &NetDevice) -> u64 {
+    let Some(m) = netdev.mac_address() else {
+        return 0;
+    };
+    u64::from_be_bytes([m[0] ^ 2, m[1], m[2], 0xff, 0xfe, m[3], m[4], m[5]])
+}
+
+/// The devices of one driver.
+///
+/// # Invariants
+///
+/// Every pointer in `devices` is a `Device<T>` between its insertion in
+/// [`Device::register`] and its removal in `dealloc_driver` (or the failed registration
+/// path), during which its memory is live.
+#[pin_data]
+pub struct Registry<T: Driver> {
+    #[pin]
+    devices: Mutex<KVec<DevicePtr<T>>>,
+    module: &'static ThisModule,
+}
+
+struct DevicePtr<T: Driver>(NonNull<Device<T>>);
+
+// SAFETY: Only used as an identity and, under the registry lock, to take references on
+// a device that is `Send + Sync`.
+unsafe impl<T: Driver> Send for DevicePtr<T> {}
+
+impl<T: Driver> Registry<T> {
+    /// Creates an empty registry for the devices of `module`.
+    pub fn new(module: &'static ThisModule) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                devices <- new_mutex!(KVec::new()),
+                module,
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn insert(&self, dev: NonNull<Device<T>>) -> Result {
+        self.devices.lock().push(DevicePtr(dev), GFP_KERNEL)?;
+        Ok(())
+    }
+
+    fn remove(&self, dev: NonNull<Device<T>>) {
+        let mut devices = self.devices.lock();
+        if let Some(i) = devices.iter().position(|d| d.0 == dev) {
+            devices.swap_remove(i).ok();
+        }
+    }
+
+    /// Returns the number of devices, registered or being unregistered.
+    pub fn len(&self) -> usize {
+        self.devices.lock().len()
+    }
+
+    /// Returns `true` when there is no device.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns a reference to the registered device bound to `netdev`, if any.
+    pub fn get_by_netdev(&self, netdev: NetDeviceId) -> Option<ARef<Device<T>>> {
+        let devices = self.devices.lock();
+        devices.iter().find_map(|d| {
+            // SAFETY: By the type invariant the device's memory is live while it is in
+            // the list, which we hold locked.
+            let dev = unsafe { d.0.as_ref() };
+            if dev.netdev != netdev {
+                return None;
+            }
+            // SAFETY: As above; `try_get` fails once the device is being unregistered.
+            let got = unsafe { bindings::metaroce_ib_device_try_get(dev.as_raw()) };
+            // SAFETY: `try_get` took the reference the `ARef` now owns.
+            got.then(|| unsafe { ARef::from_raw(d.0) })
+        })
+    }
+
+    /// Starts unregistering `dev` without waiting (used from netdev notifier context).
+    pub fn unregister_queued(dev: ARef<Device<T>>) {
+        // SAFETY: We hold a registration reference, as the function requires.
+        unsafe { bindings::ib_unregister_device_queued(dev.as_raw()) };
+    }
+
+    /// Unregisters every device and returns once all are deallocated: the fence a
+    /// module needs before it unloads. New devices must already be impossible.
+    pub fn unregister_all(&self) {
+        loop {
+            let mut pinned = KVec::new();
+            {
+                let devices = self.devices.lock();
+                for d in devices.iter() {
+                    // SAFETY: Live while listed (type invariant); pinning the `struct
+                    // device` keeps the memory live after it is unlisted.
+                    unsafe { bindings::metaroce_ib_device_pin(d.0.as_ptr().cast()) };
+                    if pinned.push(d.0.as_ptr().cast::<bindings::ib_device>(), GFP_KERNEL).is_err() {
+                        // SAFETY: Pinned just above.
+                        unsafe { bindings::metaroce_ib_device_unpin(d.0.as_ptr().cast()) };
+                        break;
+                    }
+                }
+            }
+            if pinned.is_empty() {
+                return;
+            }
+            for ib in pinned {
+                // SAFETY: The memory is pinned. Unregistering a device that is already
+                // (being) unregistered waits for that to finish, so when this returns
+                // its `dealloc_driver` has run, as `ib_unregister_driver` relies on.
+                unsafe {
+                    bindings::ib_unregister_device(ib);
+                    bindings::metaroce_ib_device_unpin(ib);
+                }
+            }
+        }
+    }
+}
+
+/// The C callbacks of [`Device`], each forwarding to the driver `T`.
+struct Adapter<T: Driver>(PhantomData<T>);
+
+impl<T: Driver> Adapter<T> {
+    unsafe extern "C" fn query_device(
+        ib: *mut bindings::ib_device,
+        attr: *mut bindings::ib_device_attr,
+        udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        from_result(|| {
+            // SAFETY: The RDMA core only calls us on live devices of this driver.
+            let dev = unsafe { Device::<T>::from_raw(ib) };
+            // SAFETY: `udata` is NULL or valid; the core requires drivers to reject input.
+            if !udata.is_null() && unsafe { (*udata).inlen } != 0 {
+                return Err(EINVAL);
+            }
+            let a = T::device_attributes(dev);
+            // SAFETY: Live device; `node_guid` is set before registration.
+            let guid = unsafe { (*ib).node_guid };
+            // SAFETY: `attr` is valid for writes for the duration of the call.
+            let attr = unsafe { &mut *attr };
+            *attr = bindings::ib_device_attr::default();
+            attr.fw_ver = a.fw_ver;
+            attr.sys_image_guid = guid;
+            attr.max_mr_size = a.max_mr_size;
+            attr.page_size_cap = a.page_size_cap;
+            attr.vendor_id = a.vendor_id;
+            attr.vendor_part_id = a.vendor_part_id;
+            attr.hw_ver = a.hw_ver;
+            attr.max_qp = clamp_i32(a.max_qp);
+            attr.max_qp_wr = clamp_i32(a.max_qp_wr);
+            attr.device_cap_flags = a.device_cap_flags;
+            attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+            attr.max_send_sge = clamp_i32(a.max_send_sge);
+            attr.max_recv_sge = clamp_i32(a.max_recv_sge);
+            attr.max_sge_rd = clamp_i32(a.max_sge_rd);
+            attr.max_cq = clamp_i32(a.max_cq);
+            attr.max_cqe = clamp_i32(a.max_cqe);
+            attr.max_mr = clamp_i32(a.max_mr);
+            attr.max_pd = clamp_i32(a.max_pd);
+            attr.max_qp_rd_atom = clamp_i32(a.max_qp_rd_atom);
+            attr.max_qp_init_rd_atom = clamp_i32(a.max_qp_init_rd_atom);
+            attr.max_res_rd_atom = clamp_i32(a.max_res_rd_atom);
+            attr.atomic_cap = if a.atomics {
+                bindings::ib_atomic_cap_IB_ATOMIC_HCA
+            } else {
+                bindings::ib_atomic_cap_IB_ATOMIC_NONE
+            };
+            attr.max_ah = clamp_i32(a.max_ah);
+            attr.max_srq = clamp_i32(a.max_srq);
+            attr.max_srq_wr = clamp_i32(a.max_srq_wr);
+            attr.max_srq_sge = clamp_i32(a.max_srq_sge);
+            attr.max_pkeys = 1;
+            attr.local_ca_ack_delay = a.local_ca_ack_delay;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn query_port(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        attr: *mut bindings::ib_port_attr,
+    ) -> kernel::ffi::c_int {
+        from_result(|| {
+            if port != 1 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Live device of this driver.
+            let dev = unsafe { Device::<T>::from_raw(ib) };
+            let netdev = dev.netdev().ok_or(ENODEV)?;
+            let p = T::port_attributes(dev, &netdev);
+            // SAFETY: `attr` is valid for writes (the core zeroes it beforehand).
+            let attr = unsafe { &mut *attr };
+            attr.max_mtu = p.max_mtu as u32;
+            attr.active_mtu = p.active_mtu as u32;
+            attr.phys_mtu = p.phys_mtu;
+            attr.gid_tbl_len = clamp_i32(p.gid_tbl_len);
+            attr.pkey_tbl_len = p.pkey_tbl_len;
+            attr.max_msg_sz = p.max_msg_sz;
+            attr.port_cap_flags = p.port_cap_flags;
+            attr.max_vl_num = 1;
+            let up = netdev.is_port_active();
+            attr.state = if up {
+                bindings::ib_port_state_IB_PORT_ACTIVE
+            } else {
+                bindings::ib_port_state_IB_PORT_DOWN
+            };
+            attr.phys_state = if up {
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_LINK_UP as u8
+            } else {
+                bindings::ib_port_phys_state_IB_PORT_PHYS_STATE_DISABLED as u8
+            };
+            // SAFETY: Live device, valid out-pointers into `attr`.
+            to_result(unsafe {
+                bindings::ib_get_eth_speed(ib, port, &mut attr.active_speed, &mut attr.active_width)
+            })?;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn get_port_immutable(
+        ib: *mut bindings::ib_device,
+        port: u32,
+        immutable: *mut bindings::ib_port_immutable,
+    ) -> kernel::ffi::c_int {
+        from_result(|| {
+            if port != 1 {
+                return Err(EINVAL);
+            }
+            // SAFETY: Live device of this driver.
+            let dev = unsafe { Device::<T>::from_raw(ib) };
+            let netdev = dev.netdev().ok_or(ENODEV)?;
+            let p = T::port_attributes(dev, &netdev);
+            // SAFETY: `immutable` is valid for writes.
+            let immutable = unsafe { &mut *immutable };
+            immutable.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
+            immutable.pkey_tbl_len = p.pkey_tbl_len.into();
+            immutable.gid_tbl_len = clamp_i32(p.gid_tbl_len);
+            immutable.max_mad_size = bindings::IB_MGMT_MAD_SIZE;
+            Ok(0)
+        })
+    }
+
+    unsafe extern "C" fn get_link_layer(
+        _ib: *mut bindings::ib_device,
+        _port: u32,
+    ) -> bindings::rdma_link_layer {
+        bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
+    }
+
+    unsafe extern "C" fn query_pkey(
+        _ib: *mut bindings::ib_device,
+        _port: u32,
+        index: u16,
+        pkey: *mut u16,
+    ) -> kernel::ffi::c_int {
+        if index != 0 {
+            return EINVAL.to_errno();
+        }
+        // SAFETY: `pkey` is valid for writes.
+        unsafe { *pkey = 0xffff };
+        0
+    }
+
+    unsafe extern "C" fn alloc_ucontext(
+        uctx: *mut bindings::ib_ucontext,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: The core passes a live user context of one of our live devices.
+        let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
+        from_result(|| T::alloc_ucontext(dev).map(|()| 0))
+    }
+
+    unsafe extern "C" fn dealloc_ucontext(uctx: *mut bindings::ib_ucontext) {
+        // SAFETY: As in `alloc_ucontext`.
+        let dev = unsafe { Device::<T>::from_raw((*uctx).device) };
+        T::dealloc_ucontext(dev)
+    }
+
+    unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {
+        // Nothing is mapped into user space yet, so there is nothing to revoke; having
+        // the callback lets the device go away while user contexts are open.
+    }
+
+    unsafe extern "C" fn alloc_pd(
+        pd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: The core passes a live PD of one of our live devices.
+        let dev = unsafe { Device::<T>::from_raw((*pd).device) };
+        from_result(|| T::alloc_pd(dev).map(|()| 0))
+    }
+
+    unsafe extern "C" fn dealloc_pd(
+        pd: *mut bindings::ib_pd,
+        _udata: *mut bindings::ib_udata,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: As in `alloc_pd`.
+        let dev = unsafe { Device::<T>::from_raw((*pd).device) };
+        T::dealloc_pd(dev);
+        0
+    }
+
+    unsafe extern "C" fn dealloc_driver(ib: *mut bindings::ib_device) {
+        let this = ib.cast::<Device<T>>();
+        // SAFETY: Called exactly once per registered device, after every other callback
+        // has returned and before the memory is freed; all fields are initialised.
+        unsafe {
+            let dev = &*this;
+            dev.registry.remove(NonNull::new_unchecked(this));
+            Device::drop_driver_fields(this);
+        }
+    }
+}
+
+fn clamp_i32(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// `IB_DEVICE_*` capability flags for [`DeviceAttributes::device_cap_flags`].
+pub struct DeviceCaps;
+
+impl DeviceCaps {
+    /// The device generates port ACTIVE events.
+    pub const PORT_ACTIVE_EVENT: u64 =
+        bindings::ib_device_cap_flags_IB_DEVICE_PORT_ACTIVE_EVENT as u64;
+    /// The device reports a system image GUID.
+    pub const SYS_IMAGE_GUID: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64;
+    /// RC QPs generate RNR NAKs.
+    pub const RC_RNR_NAK_GEN: u64 = bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64;
+}
+
+/// `IB_PORT_*` capability flags for [`PortAttributes::port_cap_flags`].
+pub struct PortCaps;
+
+impl PortCaps {
+    /// Connection management is supported.
+    pub const CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
+}
+
+/// Returns `true` when `netdev` already has a device with the Soft-RoCE driver id
+/// (an rdma_rxe device, or one of ours).
+pub fn netdev_has_soft_roce_device(netdev: &NetDevice) -> bool {
+    // SAFETY: `netdev` is live; a non-NULL result is a reference we drop at once.
+    unsafe {
+        let dev = bindings::ib_device_get_by_netdev(
+            netdev.as_raw(),
+            bindings::rdma_driver_id_RDMA_DRIVER_RXE,
+        );
+        if dev.is_null() {
+            return false;
+        }
+        bindings::ib_device_put(dev);
+    }
+    true
+}

@@ -1,0 +1,18 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Safe abstractions over the kernel's RDMA core and networking for metaroce.
+//!
+//! The kernel crate has no RDMA, netdev or UDP tunnel abstractions; this crate
+//! provides the few the driver needs. It is the only place of the module that
+//! holds `unsafe` code: every block argues its soundness in a `// SAFETY:`
+//! comment, and the driver crate (`drivers/infiniband/sw/metaroce`) forbids
+//! `unsafe` entirely.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h),
+//! [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h).
+
+pub mod bindings;
+pub mod device;
+pub mod link;
+pub mod netdev;

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Build (once) the test kernel from Debian's linux-source with selftests/config merged
+# in, into $METAROCE_CACHE/kernel/<key>, where <key> hashes the source package version
+# and the config inputs. A warm run only prints the tree's path.
+#
+#   scripts/build-kernel.sh            build if missing, print KDIR
+#   scripts/build-kernel.sh --kdir     print KDIR without building (may not exist yet)
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+FRAGMENT=$REPO_ROOT/selftests/config
+TRIM=$REPO_ROOT/scripts/kernel/trim.config
+# Bump when the way the config is produced changes.
+RECIPE=2
+
+src_version() {
+	dpkg-query -W -f='${Version}' "linux-source-$KERNEL_SERIES" 2>/dev/null || echo none
+}
+kernel_key() {
+	{ src_version; echo "recipe $RECIPE"; cat "$FRAGMENT" "$TRIM"; } | sha256sum | cut -c1-16
+}
+KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)
+
+if [ "${1:-}" = --kdir ]; then echo "$KDIR"; exit 0; fi
+if [ -f "$KDIR/.metaroce-complete" ]; then echo "$KDIR"; exit 0; fi
+
+"$REPO_ROOT/scripts/setup-host.sh"
+export PATH=$VENV_DIR/bin:$PATH
+
+ver=$(src_version)
+SRC=$METAROCE_CACHE/src/linux-source-$KERNEL_SERIES-$ver
+if [ ! -f "$SRC/.unpacked" ]; then
+	log "unpacking linux-source-$KERNEL_SERIES $ver"
+	rm -rf "$SRC"; mkdir -p "$SRC"
+	tar -xaf /usr/src/linux-source-$KERNEL_SERIES.tar.* -C "$SRC" --strip-components=1
+	touch "$SRC/.unpacked"
+fi
+
+start=$(date +%s)
+mkdir -p "$KDIR"
+cd "$SRC"
+log "configuring in $KDIR"
+# x86_64_defconfig + virtme-ng's guest options + our fragment, then trims.
+virtme-configkernel --defconfig --custom "$FRAGMENT" O="$KDIR" "${KBUILD_VARS[@]}" >/dev/null
+cfg=(scripts/config --file "$KDIR/.config")
+for opt in $(grep -v '^#' "$TRIM"); do "${cfg[@]}" --disable "$opt"; done
+"${cfg[@]}" --enable DEBUG_INFO_NONE --disable DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT \
+	--disable DEBUG_INFO_BTF --disable MODVERSIONS --disable WERROR
+# The fragment wins over the trims; olddefconfig resolves the rest.
+while read -r line; do
+	case "$line" in CONFIG_*=*) ;; *) continue;; esac
+	name=${line%%=*}; val=${line#*=}
+	case "$val" in
+		y) "${cfg[@]}" --enable "${name#CONFIG_}";;
+		m) "${cfg[@]}" --module "${name#CONFIG_}";;
+		n) "${cfg[@]}" --disable "${name#CONFIG_}";;
+		*) "${cfg[@]}" --set-val "${name#CONFIG_}" "$val";;
+	esac
+done < "$FRAGMENT"
+make -s O="$KDIR" "${KBUILD_VARS[@]}" olddefconfig
+
+missing=0
+while read -r line; do
+	case "$line" in CONFIG_*=*) ;; *) continue;; esac
+	grep -qx "$line" "$KDIR/.config" || { echo "config: $line did not survive olddefconfig" >&2; missing=1; }
+done < "$FRAGMENT"
+[ $missing = 0 ] || die "kernel config is missing options the tests need"
+make -s O="$KDIR" "${KBUILD_VARS[@]}" rustavailable >/dev/null || die "Rust is not available for this kernel build"
+
+log "building kernel (cold build: expect ~15 min on 2 cores)"
+make -s O="$KDIR" "${KBUILD_VARS[@]}" -j"$(nproc)" bzImage modules
+end=$(date +%s)
+echo "$((end - start))" > "$KDIR/.metaroce-build-seconds"
+touch "$KDIR/.metaroce-complete"
+log "kernel built in $((end - start)) s: $KDIR"
+echo "$KDIR"

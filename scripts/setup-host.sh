@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Install every host dependency of metaroce by package name. Idempotent: each step
+# leaves a stamp in $METAROCE_CACHE and is skipped when the stamp is newer than this
+# script. Needs root (apt-get); runs unattended (no prompts).
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+mkdir -p "$METAROCE_CACHE"
+stamp() { echo "$METAROCE_CACHE/.stamp-$1"; }
+fresh() { [ -f "$(stamp "$1")" ] && [ "$(stamp "$1")" -nt "$0" ]; }
+done_() { touch "$(stamp "$1")"; }
+
+APT_PKGS=(
+	# Rust for the kernel: rustc with rust-src, LLVM matching its own (22)
+	rustc-web rust-web-src libstd-rust-web-dev
+	clang-22 lld-22 llvm-22 libclang-22-dev
+	# kernel build tools
+	make gcc flex bison libelf-dev libssl-dev bc cpio dwarves kmod rsync xz-utils
+	python3-venv python3-pip
+	# test VM and the userspace it runs (the guest shares the host's root)
+	busybox-static
+	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils python3-pyverbs
+	iproute2 iputils-ping ethtool procps psmisc
+)
+
+if ! fresh apt; then
+	export DEBIAN_FRONTEND=noninteractive
+	# The kernel source comes from trixie-backports, pinned low so nothing else
+	# on the host is upgraded from it.
+	# QEMU comes from bookworm-backports: the machine image already carries
+	# qemu-utils 10 from there, which Breaks bookworm's qemu-system 7.2.
+	for suite in trixie-backports bookworm-backports; do
+		[ -f /etc/apt/sources.list.d/metaroce-$suite.sources ] && continue
+		log "adding $suite (pinned at priority 100)"
+		cat > /etc/apt/sources.list.d/metaroce-$suite.sources <<SRC
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: $suite
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+SRC
+		cat > /etc/apt/preferences.d/metaroce-$suite <<PIN
+Package: *
+Pin: release n=$suite
+Pin-Priority: 100
+PIN
+	done
+	log "apt-get update"
+	apt-get update -qq
+	log "apt-get install (${#APT_PKGS[@]} packages)"
+	apt-get install -y -qq --no-install-recommends "${APT_PKGS[@]}" >/dev/null
+	apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
+	apt-get install -y -qq --no-install-recommends "linux-source-$KERNEL_SERIES/trixie-backports" >/dev/null
+	done_ apt
+fi
+
+if ! fresh bindgen || [ ! -x "$TOOLS_DIR/bin/bindgen" ]; then
+	log "cargo install bindgen-cli"
+	# The rustup cargo on PATH builds the host tool; the kernel itself uses /usr/bin/rustc.
+	cargo install --quiet bindgen-cli --locked --root "$TOOLS_DIR"
+	done_ bindgen
+fi
+
+if ! fresh venv || [ ! -x "$VENV_DIR/bin/vng" ]; then
+	log "virtme-ng in $VENV_DIR"
+	/usr/bin/python3 -m venv "$VENV_DIR"
+	"$VENV_DIR/bin/pip" install --quiet --disable-pip-version-check virtme-ng
+	done_ venv
+fi
+log "host setup complete"
