@@ -14,7 +14,9 @@ SHELL := /bin/bash
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 
 CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
-KDIR ?= $(shell scripts/build-kernel.sh --kdir)
+# Empty: the cached test kernel, built on first use.
+KDIR ?=
+KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
 .PHONY: all modules setup kernel demo check test-core test-vm sim vm clean
 all: modules
@@ -22,11 +24,11 @@ all: modules
 setup:
 	@scripts/setup-host.sh
 
-kernel: setup
+kernel:
 	@scripts/build-kernel.sh >/dev/null
 
-modules: kernel
-	$(MAKE) -C $(KDIR) M=$(CURDIR) $(CACHE_VARS) modules
+modules:
+	@kdir=$$($(KDIR_CMD)) && $(MAKE) -C "$$kdir" M=$(CURDIR) $(CACHE_VARS) modules
 
 demo: modules
 	@scripts/demo.sh
@@ -47,5 +49,6 @@ vm: modules
 	@tools/vm-run '$(CMD)'
 
 clean:
-	-$(MAKE) -C $(KDIR) M=$(CURDIR) $(CACHE_VARS) clean
+	-kdir=$$(scripts/build-kernel.sh --kdir) && [ -d "$$kdir" ] && \
+		$(MAKE) -C "$$kdir" M=$(CURDIR) $(CACHE_VARS) clean
 	cargo clean

@@ -20,12 +20,11 @@ src_version() {
 kernel_key() {
 	{ src_version; echo "recipe $RECIPE"; cat "$FRAGMENT" "$TRIM"; } | sha256sum | cut -c1-16
 }
-KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)
-
-if [ "${1:-}" = --kdir ]; then echo "$KDIR"; exit 0; fi
-if [ -f "$KDIR/.metaroce-complete" ]; then echo "$KDIR"; exit 0; fi
+if [ "${1:-}" = --kdir ]; then echo "$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)"; exit 0; fi
 
 "$REPO_ROOT/scripts/setup-host.sh"
+KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)
+if [ -f "$KDIR/.metaroce-complete" ]; then echo "$KDIR"; exit 0; fi
 export PATH=$VENV_DIR/bin:$PATH
 
 ver=$(src_version)
@@ -42,7 +41,7 @@ mkdir -p "$KDIR"
 cd "$SRC"
 log "configuring in $KDIR"
 # x86_64_defconfig + virtme-ng's guest options + our fragment, then trims.
-virtme-configkernel --defconfig --custom "$FRAGMENT" O="$KDIR" "${KBUILD_VARS[@]}" >/dev/null
+virtme-configkernel --defconfig --custom "$FRAGMENT" O="$KDIR" "${KBUILD_VARS[@]}" >/dev/null 2>&1
 cfg=(scripts/config --file "$KDIR/.config")
 for opt in $(grep -v '^#' "$TRIM"); do "${cfg[@]}" --disable "$opt"; done
 "${cfg[@]}" --enable DEBUG_INFO_NONE --disable DEBUG_INFO_DWARF_TOOLCHAIN_DEFAULT \

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# `make check`: every test of the project, bottom layer first, with one summary.
+#   1. layering lint: no `unsafe` and no `bindings::` in the driver crate
+#   2. the protocol core's and simulator's cargo tests (unit, property, simulation)
+#   3. metaroce.ko builds against the test kernel (warning-free)
+#   4. the selftests in the VM (kselftest/KTAP), failing on any kernel splat or leak
+set -uo pipefail
+. "$(dirname "$0")/lib.sh"
+cd "$REPO_ROOT"
+export PATH=$HOME/.cargo/bin:$PATH
+
+results=()
+run_step() {
+	local name=$1; shift
+	local start=$SECONDS rc
+	log "== $name"
+	"$@"
+	rc=$?
+	results+=("$([ $rc -eq 0 ] && echo PASS || echo FAIL) $name ($((SECONDS - start)) s)")
+	return $rc
+}
+
+lint_layers() {
+	local bad
+	bad=$(grep -rnE '\bunsafe\b|bindings::' --include='*.rs' drivers | grep -vE '^\S+:\s*//' || true)
+	if [ -n "$bad" ]; then
+		echo "drivers/ must use safe abstractions only:" >&2
+		echo "$bad" >&2
+		return 1
+	fi
+	grep -q '#!\[forbid(unsafe_code)\]' drivers/infiniband/sw/metaroce/metaroce.rs
+}
+
+run_step "layering lint (drivers/ is safe Rust)" lint_layers
+run_step "cargo test (protocol core, simulator)" cargo test --workspace --quiet
+if run_step "build metaroce.ko" make --no-print-directory modules; then
+	run_step "VM selftests" selftests/run.sh
+else
+	results+=("FAIL VM selftests (not run: no module)")
+fi
+
+echo
+echo "==== make check summary"
+pass=0 fail=0
+for r in "${results[@]}"; do
+	echo "  $r"
+	case $r in PASS*) pass=$((pass + 1));; *) fail=$((fail + 1));; esac
+done
+echo "check: $pass passed, $fail failed"
+[ $fail -eq 0 ]

@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# Shared helpers for the metaroce selftests (sourced; runs inside the test VM).
+# KTAP output after tools/testing/selftests/kselftest/ktap_helpers.sh, namespace
+# setup after tools/testing/selftests/net/lib.sh.
+
+KSFT_PASS=0
+KSFT_FAIL=1
+KSFT_XFAIL=2
+KSFT_SKIP=4
+
+: "${REPO_ROOT:=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)}"
+: "${METAROCE_KO:=$REPO_ROOT/metaroce.ko}"
+
+KTAP_TESTNO=0
+KTAP_PASS=0
+KTAP_FAIL=0
+KTAP_SKIP=0
+
+ktap_print_header() { echo "TAP version 13"; }
+ktap_set_plan() { echo "1..$1"; }
+ktap_print_msg() { echo "# $*"; }
+
+# ktap_result RESULT DESCRIPTION: RESULT is $KSFT_PASS, $KSFT_FAIL or $KSFT_SKIP.
+ktap_result() {
+	local rc=$1; shift
+	KTAP_TESTNO=$((KTAP_TESTNO + 1))
+	case $rc in
+	"$KSFT_PASS") echo "ok $KTAP_TESTNO $*"; KTAP_PASS=$((KTAP_PASS + 1));;
+	"$KSFT_SKIP") echo "ok $KTAP_TESTNO $* # SKIP"; KTAP_SKIP=$((KTAP_SKIP + 1));;
+	*) echo "not ok $KTAP_TESTNO $*"; KTAP_FAIL=$((KTAP_FAIL + 1));;
+	esac
+}
+
+# ktap_test DESCRIPTION FUNCTION [ARGS...]: runs FUNCTION, fails it on a kernel splat.
+ktap_test() {
+	local desc=$1; shift
+	local mark rc
+	mark=$(dmesg | wc -l)
+	"$@"
+	rc=$?
+	if [ $rc -ne "$KSFT_SKIP" ] && dmesg | tail -n +"$((mark + 1))" | kernel_splat; then
+		ktap_print_msg "kernel log during '$desc':"
+		dmesg | tail -n +"$((mark + 1))" | sed 's/^/#   /' | head -40
+		rc=$KSFT_FAIL
+	fi
+	ktap_result "$rc" "$desc"
+}
+
+ktap_finished() {
+	echo "# Totals: pass:$KTAP_PASS fail:$KTAP_FAIL xfail:0 xpass:0 skip:$KTAP_SKIP error:0"
+	[ "$KTAP_FAIL" -eq 0 ]
+}
+
+# Reads a kernel log on stdin; true if it shows an oops, warning or lock problem.
+kernel_splat() {
+	grep -Eq 'Oops|BUG:|WARNING:|KASAN|UBSAN|general protection|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|blocked for more than|soft lockup|refcount_t:|list_(add|del) corruption'
+}
+
+# fail MESSAGE: prints why a test fails and returns KSFT_FAIL.
+fail() { ktap_print_msg "FAIL: $*"; return $KSFT_FAIL; }
+
+# busywait TIMEOUT_MS COMMAND...: retries COMMAND until it succeeds or time runs out.
+busywait() {
+	local timeout_ms=$1; shift
+	local start now
+	start=$(date +%s%3N)
+	while true; do
+		"$@" && return 0
+		now=$(date +%s%3N)
+		[ $((now - start)) -ge "$timeout_ms" ] && return 1
+		sleep 0.1
+	done
+}
+
+# Loads the RDMA core and metaroce.ko (idempotent).
+load_metaroce() {
+	modprobe -a ib_core ib_uverbs rdma_ucm udp_tunnel ip6_udp_tunnel veth 2>/dev/null
+	lsmod | grep -q '^metaroce ' && return 0
+	insmod "$METAROCE_KO"
+}
+
+unload_metaroce() {
+	lsmod | grep -q '^metaroce ' || return 0
+	rmmod metaroce
+}
+
+# setup_ns VAR...: creates a namespace per VAR with a random suffix, stores its name in
+# VAR and records it for cleanup_all_ns.
+NS_LIST=()
+setup_ns() {
+	local var ns
+	for var in "$@"; do
+		ns="$var-$(mktemp -u XXXXXX)"
+		ip netns add "$ns" || return 1
+		ip -n "$ns" link set lo up
+		NS_LIST+=("$ns")
+		eval "$var=$ns"
+	done
+}
+
+cleanup_all_ns() {
+	local ns
+	for ns in "${NS_LIST[@]}"; do
+		ip netns del "$ns" 2>/dev/null
+	done
+	NS_LIST=()
+}
+
+# veth_pair NS_A NS_B [MTU]: vethA in NS_A (198.18.0.1/24), vethB in NS_B
+# (198.18.0.2/24), both up.
+veth_pair() {
+	local a=$1 b=$2 mtu=${3:-1500}
+	ip link add vethA netns "$a" type veth peer name vethB netns "$b" || return 1
+	ip -n "$a" addr add 198.18.0.1/24 dev vethA
+	ip -n "$b" addr add 198.18.0.2/24 dev vethB
+	ip -n "$a" link set vethA mtu "$mtu" up
+	ip -n "$b" link set vethB mtu "$mtu" up
+}
+
+# rdma_dev_exists NAME: the RDMA device is registered (visible in any namespace, as
+# the RDMA subsystem is in shared netns mode).
+rdma_dev_exists() { rdma dev show "$1" >/dev/null 2>&1; }
+rdma_dev_gone() { ! rdma_dev_exists "$1"; }
+
+# port_state NAME: ACTIVE or DOWN, as `rdma link show` reports it.
+port_state() { rdma link show "$1/1" 2>/dev/null | sed -n 's/.* state \([A-Z_]*\).*/\1/p'; }

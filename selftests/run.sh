@@ -1,0 +1,10 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Host side of the selftests: boots the test VM once (with kmemleak), runs
+# selftests/run_tests.sh in it, and fails on any failed test or kernel splat.
+#   selftests/run.sh [TEST_PROG...]
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+[ -f metaroce.ko ] || { echo "selftests: build the module first (make)" >&2; exit 1; }
+tools/vm-run --kmemleak -t 1800 "selftests/run_tests.sh $*"
