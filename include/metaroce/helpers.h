@@ -35,6 +35,12 @@ void metaroce_ib_mark_name_assigned_by_user(struct ib_device *dev);
 void metaroce_ib_device_pin(struct ib_device *dev);
 void metaroce_ib_device_unpin(struct ib_device *dev);
 
+/*
+ * Size of rdma_rxe's struct rxe_dev: a Soft-RoCE-ABI device must be at least this
+ * large (see rust/rdma/device.rs).
+ */
+size_t metaroce_rxe_dev_size(void);
+
 /* Build-time layout checks the Rust side relies on. */
 size_t metaroce_sizeof_ib_device(void);
 

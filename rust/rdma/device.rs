@@ -183,14 +183,20 @@ pub trait Driver: Sized + Send + Sync + 'static {
 ///
 /// - `ib` was allocated by `_ib_alloc_device` with the size of `Self`, so the whole
 ///   struct is one allocation owned by the RDMA core.
-/// - `registry` and `data` are initialised from a successful [`Device::register`] (or its
-///   error path) until `dealloc_driver` drops them.
+/// - `registry`, `netdev` and `data` are initialised by [`Device::register`] before the
+///   device is visible to anyone, until `dealloc_driver` (or the failed registration
+///   path) drops them.
+///
+/// The allocation is at least as large as rdma_rxe's `struct rxe_dev`: rdma_rxe's netdev
+/// notifier takes every Soft-RoCE-ABI device on a netdev for its own and updates the
+/// counters and port MTU at the end of `struct rxe_dev`. Those bytes are unused padding
+/// here, and our fields sit before them (checked at build time in the C helper).
 #[repr(C)]
 pub struct Device<T: Driver> {
     ib: Opaque<bindings::ib_device>,
     registry: Arc<Registry<T>>,
     netdev: NetDeviceId,
-    data: T::Data,
+    data: Pin<KBox<T::Data>>,
 }
 
 // SAFETY: The RDMA core serialises what needs it; `T::Data` is `Send + Sync`, the other
@@ -229,7 +235,7 @@ impl<T: Driver> Device<T> {
 
     /// Returns the driver's data.
     pub fn data(&self) -> &T::Data {
-        &self.data
+        &*self.data
     }
 
     /// Returns the identity of the netdev this device was created on.
@@ -270,24 +276,21 @@ impl<T: Driver> Device<T> {
         name: &CStr,
         data: impl PinInit<T::Data, Error>,
     ) -> Result {
+        let data = KBox::pin_init(data, GFP_KERNEL)?;
         // SAFETY: `netdev` is live; `dev_net` returns its namespace.
         let net = unsafe { bindings::metaroce_dev_net(netdev.as_raw()) };
+        // SAFETY: Plain size query.
+        let size = size_of::<Self>().max(unsafe { bindings::metaroce_rxe_dev_size() });
         // SAFETY: The size covers an `ib_device` at offset 0 followed by our fields; the
         // RDMA core zeroes the allocation and initialises the `ib_device` part.
-        let ib = unsafe { bindings::_ib_alloc_device(size_of::<Self>(), net) };
+        let ib = unsafe { bindings::_ib_alloc_device(size, net) };
         if ib.is_null() {
             return Err(ENOMEM);
         }
         let this = ib.cast::<Self>();
-        // SAFETY: `data` is a field of the fresh allocation, valid for writes; on failure
-        // nothing has to be dropped.
-        if let Err(e) = unsafe { data.__pinned_init(&raw mut (*this).data) } {
-            // SAFETY: Allocated above, never registered, `dealloc_driver` not yet set.
-            unsafe { bindings::ib_dealloc_device(ib) };
-            return Err(e);
-        }
         // SAFETY: Fields of the fresh allocation, valid for writes.
         unsafe {
+            (&raw mut (*this).data).write(data);
             (&raw mut (*this).registry).write(registry.clone());
             (&raw mut (*this).netdev).write(netdev.id());
         }
@@ -295,13 +298,10 @@ impl<T: Driver> Device<T> {
         // SAFETY: `this` is fully initialised and exclusively ours until registered.
         let dev = unsafe { &*this };
         if let Err(e) = dev.setup_and_register(registry, netdev, name) {
-            // SAFETY: The registration failed, so the RDMA core handed the device back
-            // and will not call `dealloc_driver` on it; `setup_and_register` removed it
-            // from the registry.
-            unsafe {
-                Self::drop_driver_fields(this);
-                bindings::ib_dealloc_device(ib);
-            }
+            // SAFETY: The registration failed, so the device is ours again. The ops are
+            // set, so `ib_dealloc_device` calls our `dealloc_driver`, which drops the
+            // fields (`setup_and_register` already unlisted it).
+            unsafe { bindings::ib_dealloc_device(ib) };
             return Err(e);
         }
         Ok(())
