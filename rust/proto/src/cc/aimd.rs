@@ -1,0 +1,217 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! ECN/loss AIMD with a window per path and one per connection.
+//!
+//! Increase: slow start below `ssthresh`, then one MSS per window of acked
+//! bytes (about one MSS per RTT). Decrease: multiply by a fixed-point factor
+//! (1/1024 units) on ECN-CE echo or loss, at most once per SRTT per window;
+//! a timeout collapses the path window to its minimum. All integer.
+//!
+//= Documentation/metaroce/spec.rst#aimd
+
+use super::{CongestionControl, Signal};
+use crate::constants::{MAX_PATHS, SACK_BITS};
+use crate::timer::Instant;
+
+/// AIMD parameters. Factors are in 1/1024 units.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct AimdConfig {
+    /// Bytes per full packet (additive increase step).
+    pub mss: u32,
+    /// Initial path window, bytes.
+    pub init_path_cwnd: u32,
+    /// Smallest path window, bytes.
+    pub min_path_cwnd: u32,
+    /// Largest path window, bytes.
+    pub max_path_cwnd: u32,
+    /// Initial connection window, bytes.
+    pub init_conn_cwnd: u64,
+    /// Smallest connection window, bytes.
+    pub min_conn_cwnd: u64,
+    /// Largest connection window, bytes.
+    pub max_conn_cwnd: u64,
+    /// Path window factor on ECN-CE (1/1024).
+    pub ecn_beta: u32,
+    /// Path window factor on loss (1/1024).
+    pub loss_beta: u32,
+    /// Connection window factor on any congestion signal (1/1024).
+    pub conn_beta: u32,
+}
+
+impl AimdConfig {
+    /// Defaults for a given MSS.
+    pub const fn for_mss(mss: u32) -> Self {
+        let mss = if mss == 0 { 1 } else { mss };
+        AimdConfig {
+            mss,
+            init_path_cwnd: mss.saturating_mul(16),
+            min_path_cwnd: mss,
+            max_path_cwnd: mss.saturating_mul(SACK_BITS as u32),
+            init_conn_cwnd: (mss as u64).saturating_mul(128),
+            min_conn_cwnd: (mss as u64).saturating_mul(2),
+            max_conn_cwnd: (mss as u64).saturating_mul((SACK_BITS * MAX_PATHS) as u64),
+            ecn_beta: 512,
+            loss_beta: 896,
+            conn_beta: 819,
+        }
+    }
+}
+
+impl Default for AimdConfig {
+    fn default() -> Self {
+        Self::for_mss(4096)
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Window {
+    cwnd: u64,
+    ssthresh: u64,
+    acc: u64,
+    last_decrease: Option<Instant>,
+}
+
+impl Window {
+    fn new(init: u64) -> Self {
+        Window { cwnd: init, ssthresh: u64::MAX, acc: 0, last_decrease: None }
+    }
+
+    fn increase(&mut self, bytes: u64, mss: u64, max: u64) {
+        if self.cwnd < self.ssthresh {
+            self.cwnd = self.cwnd.saturating_add(bytes);
+        } else {
+            self.acc = self.acc.saturating_add(bytes);
+            if self.cwnd > 0 && self.acc >= self.cwnd {
+                self.acc = self.acc.saturating_sub(self.cwnd);
+                self.cwnd = self.cwnd.saturating_add(mss);
+            }
+        }
+        self.cwnd = self.cwnd.min(max);
+    }
+
+    fn decrease(&mut self, beta: u32, min: u64, srtt_ns: u64, now: Instant) -> bool {
+        if let Some(t) = self.last_decrease {
+            if now.nanos_since(t) < srtt_ns {
+                return false;
+            }
+        }
+        self.cwnd = (self.cwnd.saturating_mul(u64::from(beta)) / 1024).max(min);
+        self.ssthresh = self.cwnd;
+        self.acc = 0;
+        self.last_decrease = Some(now);
+        true
+    }
+}
+
+/// The default controller.
+#[derive(Clone, Debug)]
+pub struct Aimd {
+    cfg: AimdConfig,
+    paths: [Window; MAX_PATHS],
+    conn: Window,
+}
+
+impl Aimd {
+    /// A controller with every window at its initial size.
+    pub fn new(cfg: AimdConfig) -> Self {
+        Aimd {
+            cfg,
+            paths: [Window::new(u64::from(cfg.init_path_cwnd)); MAX_PATHS],
+            conn: Window::new(cfg.init_conn_cwnd),
+        }
+    }
+}
+
+impl CongestionControl for Aimd {
+    fn on_sent(&mut self, _path: usize, _bytes: u32, _now: Instant) {}
+
+    fn on_ack(&mut self, path: usize, bytes: u32, _srtt_ns: u64, _now: Instant) {
+        let mss = u64::from(self.cfg.mss);
+        if let Some(w) = self.paths.get_mut(path) {
+            w.increase(u64::from(bytes), mss, u64::from(self.cfg.max_path_cwnd));
+        }
+        self.conn.increase(u64::from(bytes), mss, self.cfg.max_conn_cwnd);
+    }
+
+    fn on_congestion(&mut self, path: usize, signal: Signal, srtt_ns: u64, now: Instant) {
+        let min = u64::from(self.cfg.min_path_cwnd);
+        let Some(w) = self.paths.get_mut(path) else { return };
+        let cut = match signal {
+            Signal::Ecn(_) => w.decrease(self.cfg.ecn_beta, min, srtt_ns, now),
+            Signal::Loss(_) => w.decrease(self.cfg.loss_beta, min, srtt_ns, now),
+            Signal::Timeout => {
+                w.ssthresh = (w.cwnd / 2).max(min);
+                w.cwnd = min;
+                w.acc = 0;
+                w.last_decrease = Some(now);
+                false
+            }
+        };
+        if cut {
+            self.conn.decrease(self.cfg.conn_beta, self.cfg.min_conn_cwnd, srtt_ns, now);
+        }
+    }
+
+    fn on_path_reset(&mut self, path: usize) {
+        if let Some(w) = self.paths.get_mut(path) {
+            *w = Window::new(u64::from(self.cfg.min_path_cwnd).saturating_mul(2));
+        }
+    }
+
+    fn path_window(&self, path: usize) -> u32 {
+        self.paths.get(path).map_or(0, |w| u32::try_from(w.cwnd).unwrap_or(u32::MAX))
+    }
+
+    fn conn_window(&self) -> u64 {
+        self.conn.cwnd
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(us: u64) -> Instant {
+        Instant::from_nanos(us * 1000)
+    }
+
+    #[test]
+    fn slow_start_then_linear() {
+        let mut a = Aimd::new(AimdConfig::for_mss(1000));
+        assert_eq!(a.path_window(0), 16_000);
+        a.on_ack(0, 4000, 10_000, t(1));
+        assert_eq!(a.path_window(0), 20_000);
+        a.on_congestion(0, Signal::Loss(1000), 10_000, t(2));
+        assert_eq!(a.path_window(0), 17_500);
+        // Additive: one MSS per window's worth of acked bytes.
+        a.on_ack(0, 17_500, 10_000, t(3));
+        assert_eq!(a.path_window(0), 18_500);
+    }
+
+    #[test]
+    fn decrease_once_per_rtt() {
+        let mut a = Aimd::new(AimdConfig::for_mss(1000));
+        a.on_congestion(1, Signal::Ecn(3), 10_000, t(100));
+        assert_eq!(a.path_window(1), 8000);
+        a.on_congestion(1, Signal::Ecn(3), 10_000, t(105));
+        assert_eq!(a.path_window(1), 8000);
+        a.on_congestion(1, Signal::Ecn(3), 10_000, t(111));
+        assert_eq!(a.path_window(1), 4000);
+        let conn = a.conn_window();
+        assert!(conn < 128_000);
+    }
+
+    #[test]
+    fn timeout_and_floor() {
+        let mut a = Aimd::new(AimdConfig::for_mss(1000));
+        a.on_congestion(2, Signal::Timeout, 0, t(1));
+        assert_eq!(a.path_window(2), 1000);
+        for i in 0..10 {
+            a.on_congestion(2, Signal::Ecn(1), 0, t(2 + i));
+        }
+        assert_eq!(a.path_window(2), 1000);
+        assert_eq!(a.path_window(99), 0);
+        a.on_path_reset(2);
+        assert_eq!(a.path_window(2), 2000);
+    }
+}

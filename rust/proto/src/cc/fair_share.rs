@@ -1,0 +1,64 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The receiver's fair share: inbound capacity split among active senders.
+//!
+//! A device keeps one [`FairShare`] over its connections (the driver or
+//! simulator owns it and serializes access), reports each received data packet,
+//! and sets every connection's advertised hint with
+//! [`Connection::set_rate_hint`](crate::Connection::set_rate_hint). A sender is
+//! active if it delivered data within the last `window_ns`.
+//!
+//= Documentation/metaroce/spec.rst#rate-hint
+
+use crate::timer::Instant;
+
+/// Equal split of inbound capacity among up to `N` senders.
+#[derive(Clone, Debug)]
+pub struct FairShare<const N: usize> {
+    capacity_bps: u64,
+    window_ns: u64,
+    last_seen: [Option<Instant>; N],
+}
+
+impl<const N: usize> FairShare<N> {
+    /// Capacity in bytes per second; senders idle longer than `window_ns` do not count.
+    pub fn new(capacity_bps: u64, window_ns: u64) -> Self {
+        FairShare { capacity_bps, window_ns, last_seen: [None; N] }
+    }
+
+    /// Sender `slot` delivered data at `now`. Out-of-range slots are ignored.
+    pub fn on_receive(&mut self, slot: usize, now: Instant) {
+        if let Some(s) = self.last_seen.get_mut(slot) {
+            *s = Some(now);
+        }
+    }
+
+    /// Number of senders active at `now`.
+    pub fn active(&self, now: Instant) -> u64 {
+        self.last_seen
+            .iter()
+            .filter(|s| s.is_some_and(|t| now.nanos_since(t) <= self.window_ns))
+            .count() as u64
+    }
+
+    /// Each active sender's share in bytes per second.
+    pub fn share_bps(&self, now: Instant) -> u64 {
+        self.capacity_bps / self.active(now).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn splits_among_active() {
+        let mut f = FairShare::<4>::new(1000, 100);
+        assert_eq!(f.share_bps(Instant::ZERO), 1000);
+        f.on_receive(0, Instant::from_nanos(10));
+        f.on_receive(1, Instant::from_nanos(20));
+        f.on_receive(9, Instant::from_nanos(20));
+        assert_eq!(f.share_bps(Instant::from_nanos(50)), 500);
+        assert_eq!(f.share_bps(Instant::from_nanos(115)), 1000);
+    }
+}

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! ACK and NAK processing at the sender, and ACK emission at the receiver.
+//!
+//= Documentation/metaroce/spec.rst#loss-detection
+
+use super::qp::QpState;
+use super::rx::RxDrop;
+use super::Connection;
+use crate::cc::{CongestionControl, Signal};
+use crate::constants::{ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS};
+use crate::event::{Event, WcStatus};
+use crate::path::inflight::Sent;
+use crate::psn::seq_diff;
+use crate::timer::Instant;
+use crate::wire::{AckBlock, AckHeader, Header, Nak, NakCode, Packet, PacketType};
+
+impl<C: CongestionControl> Connection<C> {
+    pub(crate) fn on_ack(&mut self, now: Instant, pkt: &Packet<'_>) -> Result<(), RxDrop> {
+        let a = pkt.ack().map_err(RxDrop::Malformed)?;
+        self.peer_hint_bps = u64::from(a.rate_hint).saturating_mul(RATE_HINT_UNIT_BPS);
+        let delay = u64::from(a.ack_delay).saturating_mul(ACK_DELAY_UNIT_NS);
+        for i in 0..usize::from(a.count) {
+            let b = pkt.ack_block(i).map_err(RxDrop::Malformed)?;
+            if usize::from(b.path) < usize::from(self.cfg.paths) {
+                self.on_ack_block(now, &b, delay);
+            }
+        }
+        Ok(())
+    }
+
+    fn on_ack_block(&mut self, now: Instant, b: &AckBlock, ack_delay: u64) {
+        let pi = usize::from(b.path);
+        let (una, next) = match self.paths.get(pi) {
+            Some(p) => p.inflight.range(),
+            None => return,
+        };
+        // Newly acknowledged packets, and the largest acknowledged PSN.
+        let mut largest: Option<u32> = None;
+        let mut newest: Option<Sent> = None;
+        let mut acked_bytes = 0u32;
+        let mut psn = una;
+        while psn != next {
+            if b.acks(psn) == Some(true) {
+                largest = Some(psn);
+                let sent = self.paths.get_mut(pi).and_then(|p| p.inflight.ack(psn));
+                if let Some(s) = sent {
+                    acked_bytes = acked_bytes.saturating_add(u32::from(s.bytes));
+                    newest = Some(s);
+                    self.on_chunk_acked(&s);
+                }
+            }
+            psn = psn.wrapping_add(1);
+        }
+        let Some(p) = self.paths.get_mut(pi) else { return };
+        if let Some(s) = newest {
+            let raw = now.nanos_since(s.sent_at);
+            let sample = if raw > ack_delay { raw - ack_delay } else { raw };
+            p.rtt.update(sample);
+            self.conn_rtt.update(sample);
+            p.stats.acked = p.stats.acked.saturating_add(1);
+            p.consecutive_rto = 0;
+            p.backoff = 0;
+            self.consecutive_rto = 0;
+            let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
+            self.cc.on_ack(pi, acked_bytes, srtt, now);
+        }
+        let Some(p) = self.paths.get_mut(pi) else { return };
+        // ECN echo: count new CE marks (tolerating reordered ACKs).
+        let ce = b.ce_count.wrapping_sub(p.ce_echo) as i16;
+        let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
+        if ce > 0 {
+            p.ce_echo = b.ce_count;
+            p.stats.ecn_marks = p.stats.ecn_marks.saturating_add(ce as u64);
+            self.cc.on_congestion(pi, Signal::Ecn(ce as u16), srtt, now);
+        }
+        // A path is FIFO: an unacknowledged packet far enough below the largest
+        // acknowledged one is lost, not late.
+        //= Documentation/metaroce/spec.rst#sack-loss
+        if let Some(largest) = largest {
+            let thresh = self.cfg.reorder_threshold;
+            let mut lost_bytes = 0u32;
+            let mut psn = una;
+            let Some(p) = self.paths.get_mut(pi) else { return };
+            while seq_diff(largest, psn) >= thresh as i32 {
+                if let Some(s) = p.inflight.mark_lost(psn) {
+                    lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
+                    p.stats.lost = p.stats.lost.saturating_add(1);
+                }
+                psn = psn.wrapping_add(1);
+            }
+            if lost_bytes > 0 {
+                self.cc.on_congestion(pi, Signal::Loss(lost_bytes), srtt, now);
+            }
+        }
+        self.rearm_rto(pi, now, newest.is_some());
+    }
+
+    /// Re-arms (on progress) or cancels a path's retransmission timer.
+    pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
+        let (init, min, max) = (self.cfg.rto_initial_ns, self.cfg.rto_min_ns, self.cfg.rto_max_ns);
+        let Some(p) = self.paths.get_mut(pi) else { return };
+        if p.inflight.in_flight == 0 {
+            p.rto_deadline = None;
+        } else if progress || p.rto_deadline.is_none() {
+            let rto = p.rtt.rto(init, min, max);
+            let backed = rto.checked_shl(p.backoff).unwrap_or(max).min(max);
+            p.rto_deadline = Some(now.add_nanos(backed));
+        }
+    }
+
+    /// The data of an acknowledged packet reached the peer.
+    fn on_chunk_acked(&mut self, s: &Sent) {
+        let Some(q) = self.qps.get_mut(usize::from(s.chunk.qp)) else { return };
+        if q.state != QpState::Active {
+            return;
+        }
+        if s.chunk.resp {
+            q.resp_acked.insert(s.chunk.ssn);
+            q.reclaim_responses();
+        } else {
+            q.req_acked.insert(s.chunk.ssn);
+        }
+    }
+
+    /// The peer refused one of our packets.
+    //= Documentation/metaroce/spec.rst#nak-handling
+    pub(crate) fn on_nak(&mut self, now: Instant, nak: &Nak) {
+        let pi = usize::from(nak.path);
+        if pi >= usize::from(self.cfg.paths) {
+            return;
+        }
+        let Some(s) = self.paths.get(pi).and_then(|p| p.inflight.get(nak.psn)).copied() else { return };
+        if s.chunk.resp || s.chunk.ssn != nak.ssn || s.chunk.msn != nak.msn {
+            return;
+        }
+        if let Some(p) = self.paths.get_mut(pi) {
+            p.inflight.mark_lost(nak.psn);
+        }
+        self.rearm_rto(pi, now, false);
+        let rnr_retry = self.cfg.rnr_retry;
+        let qi = usize::from(s.chunk.qp);
+        let Some(q) = self.qps.get_mut(qi) else { return };
+        let Some(w) = q.sq_slot_mut(s.chunk.msn) else { return };
+        let err = match nak.code {
+            NakCode::Rnr => {
+                w.rnr_count = w.rnr_count.saturating_add(1);
+                if rnr_retry != 7 && w.rnr_count > rnr_retry {
+                    Some(WcStatus::RnrRetryExcErr)
+                } else {
+                    let delay = u64::from(nak.rnr_timer.max(1)).saturating_mul(RNR_TIMER_UNIT_NS);
+                    let until = now.add_nanos(delay);
+                    w.rnr_until = Some(until);
+                    self.rnr_wakeup = crate::timer::earliest(self.rnr_wakeup, Some(until));
+                    None
+                }
+            }
+            NakCode::AccessError => Some(WcStatus::RemAccessErr),
+            NakCode::InvalidRequest => Some(WcStatus::RemInvReqErr),
+            NakCode::RemoteOpError => Some(WcStatus::RemOpErr),
+        };
+        if let Some(e) = err {
+            w.status.get_or_insert(e);
+            q.fail(e);
+        }
+    }
+
+    /// Writes an ACK covering every path with news into `buf`.
+    pub(crate) fn emit_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
+        let mut count = 0usize;
+        let npaths = usize::from(self.cfg.paths).max(MAX_ACK_BLOCKS);
+        for (i, rp) in self.rx_paths.iter_mut().enumerate().take(npaths) {
+            if rp.report == 0 || count >= MAX_ACK_BLOCKS {
+                continue;
+            }
+            let mut sack = [0u8; crate::constants::SACK_BYTES];
+            for (k, w) in rp.window.words().iter().enumerate() {
+                if let Some(d) = sack.get_mut(k * 8..k * 8 + 8) {
+                    d.copy_from_slice(&w.to_le_bytes());
+                }
+            }
+            let b = AckBlock { path: i as u8, ce_count: rp.ce_count, cum_psn: rp.window.base(), sack };
+            b.emit(buf, count).ok()?;
+            rp.report = rp.report.saturating_sub(1);
+            count += 1;
+        }
+        let delay = self.ack_since.map_or(0, |t| now.nanos_since(t)) / ACK_DELAY_UNIT_NS;
+        let hint = self.local_hint_bps.div_ceil(RATE_HINT_UNIT_BPS);
+        AckHeader {
+            rate_hint: u32::try_from(hint).unwrap_or(u32::MAX),
+            ack_delay: u16::try_from(delay).unwrap_or(u16::MAX),
+            count: count as u8,
+        }
+        .emit(buf)
+        .ok()?;
+        let h = Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, ..Header::new(PacketType::Ack) };
+        h.emit(buf).ok()?;
+        self.ack_pending = 0;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.ack_since = None;
+        self.stats.tx_acks = self.stats.tx_acks.saturating_add(1);
+        Some(AckHeader::total_len(count as u8))
+    }
+
+    /// Reports QPs that entered the error state.
+    pub(crate) fn report_qp_errors(&mut self) {
+        for i in 0..self.qps.len() {
+            let Some(q) = self.qps.get_mut(i) else { continue };
+            if let (Some(status), false) = (q.error, q.error_reported) {
+                q.error_reported = true;
+                self.push_event(Event::QpError { qp: super::QpId(i as u16), status });
+            }
+        }
+    }
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Connection configuration.
+
+use crate::cc::AimdConfig;
+use crate::constants::{MAX_DATA_HEADER_LEN, MAX_PATHS};
+
+/// Per-connection settings. Times are nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Config {
+    /// This side's connection id (non-zero; the peer puts it in `dst_conn`).
+    pub local_conn_id: u32,
+    /// The peer's connection id, or 0 if not yet known (then the first packets
+    /// carry `OPEN` and the id is learned from the peer's first packet).
+    pub peer_conn_id: u32,
+    /// Paths (UDP source ports) to spray over, 1..=[`MAX_PATHS`].
+    pub paths: u8,
+    /// Largest payload per packet, bytes.
+    pub mtu: u32,
+    /// RTO before the first RTT sample.
+    pub rto_initial_ns: u64,
+    /// Smallest RTO.
+    pub rto_min_ns: u64,
+    /// Largest RTO (after backoff).
+    pub rto_max_ns: u64,
+    /// Consecutive timeouts per path (without progress anywhere) allowed before
+    /// every outstanding work request fails with `RetryExcErr`
+    /// (verbs `retry_cnt`; the budget scales with the path count).
+    pub retry_limit: u8,
+    /// RNR retries per work request before `RnrRetryExcErr`; 7 means unlimited (verbs `rnr_retry`).
+    pub rnr_retry: u8,
+    /// RNR delay this side advertises in its RNR NAKs, in 10 us units (at least 1).
+    pub rnr_timer: u8,
+    /// A packet is lost when a packet this many PSNs later on its path is acknowledged.
+    pub reorder_threshold: u32,
+    /// Consecutive timeouts after which a path is retired and its port re-rolled.
+    pub path_retire_rtos: u32,
+    /// Acknowledge at least every this many data packets.
+    pub ack_every: u32,
+    /// Longest time to hold back an acknowledgement.
+    pub ack_delay_ns: u64,
+    /// Inbound rate this side offers the peer (fair share), bytes/s; 0 = no hint.
+    pub rate_hint_bps: u64,
+    /// Pace transmissions at `min(peer hint, window / SRTT)`.
+    pub pacing: bool,
+    /// Pacing credit that may accumulate while idle.
+    pub pacing_burst_ns: u64,
+    /// Congestion control parameters for the default controller.
+    pub aimd: AimdConfig,
+}
+
+impl Config {
+    /// Defaults for a connection whose local id is `local_conn_id`.
+    pub const fn new(local_conn_id: u32) -> Self {
+        Config {
+            local_conn_id,
+            peer_conn_id: 0,
+            paths: 8,
+            mtu: 4096,
+            rto_initial_ns: 1_000_000,
+            rto_min_ns: 100_000,
+            rto_max_ns: 100_000_000,
+            retry_limit: 7,
+            rnr_retry: 7,
+            rnr_timer: 10,
+            reorder_threshold: 3,
+            path_retire_rtos: 2,
+            ack_every: 4,
+            ack_delay_ns: 10_000,
+            rate_hint_bps: 0,
+            pacing: true,
+            pacing_burst_ns: 20_000,
+            aimd: AimdConfig::for_mss(4096),
+        }
+    }
+
+    /// The configuration with out-of-range values clamped.
+    pub fn sanitized(mut self) -> Self {
+        self.paths = self.paths.clamp(1, MAX_PATHS as u8);
+        self.mtu = self.mtu.clamp(64, u32::from(u16::MAX) - MAX_DATA_HEADER_LEN as u32);
+        self.rto_min_ns = self.rto_min_ns.max(1_000);
+        self.rto_max_ns = self.rto_max_ns.max(self.rto_min_ns);
+        self.rnr_timer = self.rnr_timer.max(1);
+        self.reorder_threshold = self.reorder_threshold.max(1);
+        self.path_retire_rtos = self.path_retire_rtos.max(1);
+        self.ack_every = self.ack_every.max(1);
+        if self.local_conn_id == 0 {
+            self.local_conn_id = 1;
+        }
+        self
+    }
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self::new(1)
+    }
+}

@@ -1,0 +1,98 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Completions are produced lazily: the state says what is complete, and
+//! `poll_event` walks each QP's queues in order. Nothing is queued, so no
+//! completion can be lost to a full queue.
+//!
+//= Documentation/metaroce/spec.rst#completion-ordering
+
+use super::qp::QpState;
+use super::{Connection, QpId};
+use crate::cc::CongestionControl;
+use crate::constants::{MAX_PENDING_EVENTS, MAX_QPS, MAX_RECV_WR};
+use crate::event::{Completion, Event, WcOpcode, WcStatus};
+use crate::psn::seq_diff;
+
+impl<C: CongestionControl> Connection<C> {
+    /// Returns the next event: connection events first, then completions.
+    ///
+    /// A send work request completes once every segment is acknowledged (and
+    /// for READ/atomics the whole response received) and every earlier one on
+    /// its QP has completed. A receive completes once its message and every
+    /// earlier message of the QP are placed.
+    pub fn poll_event(&mut self) -> Option<Event> {
+        self.report_qp_errors();
+        if self.ev_len > 0 {
+            let e = self.events.get_mut(self.ev_head).and_then(|e| e.take());
+            self.ev_head = (self.ev_head + 1) % MAX_PENDING_EVENTS;
+            self.ev_len -= 1;
+            if e.is_some() {
+                return e;
+            }
+        }
+        for i in 0..MAX_QPS {
+            if let Some(c) = self.next_completion(i) {
+                return Some(Event::Completion(c));
+            }
+        }
+        None
+    }
+
+    fn next_completion(&mut self, qi: usize) -> Option<Completion> {
+        let q = self.qps.get_mut(qi)?;
+        if q.state != QpState::Active {
+            return None;
+        }
+        let qp = QpId(qi as u16);
+        // Requester: the oldest outstanding send WR.
+        if q.sq_head != q.next_msn {
+            let head = q.sq_head;
+            let w = *q.sq_slot(head)?;
+            let acked = seq_diff(q.req_acked.base(), w.last_ssn()) > 0;
+            let responded = !w.wr.opcode.has_response()
+                || w.resp_last_ssn.is_some_and(|l| seq_diff(q.resp_rx.base(), l) > 0);
+            let status = if acked && responded {
+                Some(w.status.unwrap_or(WcStatus::Success))
+            } else if let Some(e) = q.error {
+                Some(w.status.unwrap_or(if e == WcStatus::WrFlushErr { e } else { WcStatus::WrFlushErr }))
+            } else {
+                None
+            };
+            if let Some(status) = status {
+                if status != WcStatus::Success {
+                    q.fail(status);
+                }
+                q.sq_head = head.wrapping_add(1);
+                if seq_diff(q.send_msn, q.sq_head) < 0 {
+                    q.send_msn = q.sq_head;
+                    q.send_seg = 0;
+                }
+                return Some(Completion {
+                    qp,
+                    wr_id: w.wr.wr_id,
+                    status,
+                    opcode: w.wc_opcode(),
+                    byte_len: if status == WcStatus::Success { w.wr.len } else { 0 },
+                    imm: None,
+                });
+            }
+        }
+        // Responder: the oldest posted receive.
+        if q.rq_head != q.rq_tail {
+            let r = *q.rq.get(q.rq_head as usize % MAX_RECV_WR)?;
+            let done = match (r.done, q.error) {
+                (Some((op, len, imm)), _) => Some((WcStatus::Success, op, len, imm)),
+                (None, Some(_)) => Some((WcStatus::WrFlushErr, WcOpcode::Recv, 0, None)),
+                (None, None) => None,
+            };
+            if let Some((status, opcode, byte_len, imm)) = done {
+                if let Some(slot) = q.rq.get_mut(q.rq_head as usize % MAX_RECV_WR) {
+                    slot.done = None;
+                }
+                q.rq_head = q.rq_head.wrapping_add(1);
+                return Some(Completion { qp, wr_id: r.wr_id, status, opcode, byte_len, imm });
+            }
+        }
+        None
+    }
+}

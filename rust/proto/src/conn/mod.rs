@@ -1,0 +1,544 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! A connection: one per peer pair, carrying many QPs over many paths under
+//! one congestion controller.
+//!
+//! The connection is a sans-I/O state machine. See the crate documentation for
+//! the calling contract; every method is O(paths + QPs) or better except where
+//! noted, allocates nothing and never panics.
+
+mod ack;
+mod config;
+mod events;
+mod qp;
+mod rx;
+mod tx;
+
+pub use config::Config;
+pub use rx::RxDrop;
+pub use tx::{Payload, Transmit};
+
+use crate::cc::{Aimd, CongestionControl, Signal};
+use crate::constants::{
+    MAX_MSG_LEN, MAX_PATHS, MAX_PENDING_EVENTS, MAX_PENDING_NAKS, MAX_QPS, MAX_RECV_WR, MAX_SEND_WR,
+};
+use crate::event::{Event, WcStatus};
+use crate::path::{PathStats, TxPath};
+use crate::rng::Rng;
+use crate::sack::SackWindow;
+use crate::timer::{earliest, Instant};
+use crate::wire::Nak;
+use crate::wr::{Opcode, WorkRequest};
+use qp::{Qp, QpState, RecvWqe, SendWr};
+
+/// A local QP's handle within its connection.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct QpId(pub u16);
+
+impl QpId {
+    /// Slot index.
+    pub fn index(self) -> usize {
+        usize::from(self.0)
+    }
+}
+
+/// Connection lifecycle.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConnState {
+    /// Running (possibly still waiting to learn the peer's connection id).
+    #[default]
+    Open,
+    /// Local close requested; a CLOSE packet is pending.
+    Closing,
+    /// Closed locally or by the peer.
+    Closed,
+}
+
+/// Why a post or setup call was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PostError {
+    /// No such QP, or it is not bound.
+    InvalidQp,
+    /// No free QP slot.
+    TooManyQps,
+    /// The queue is full.
+    QueueFull,
+    /// The QP is in the error state.
+    QpError,
+    /// Malformed request (length, alignment).
+    Invalid,
+    /// The connection is closed.
+    Closed,
+}
+
+/// Connection counters.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Datagrams received.
+    pub rx_packets: u64,
+    /// Datagrams dropped as malformed, misaddressed or out of window.
+    pub rx_dropped: u64,
+    /// Data packets whose segment was already received (still acknowledged).
+    pub rx_duplicates: u64,
+    /// Data packets refused with a NAK.
+    pub rx_naked: u64,
+    /// Payload bytes placed (first copies only).
+    pub rx_bytes: u64,
+    /// Data packets sent.
+    pub tx_data: u64,
+    /// Retransmitted data packets.
+    pub tx_retransmits: u64,
+    /// ACK packets sent.
+    pub tx_acks: u64,
+    /// NAK packets sent.
+    pub tx_naks: u64,
+    /// Payload bytes sent (including retransmissions).
+    pub tx_bytes: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// Events dropped because the event queue was full.
+    pub events_dropped: u64,
+}
+
+/// Receiver-side state of one of the peer's paths.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct RxPath {
+    pub(crate) window: SackWindow,
+    pub(crate) ce_count: u16,
+    /// ACKs that should still carry this path's block.
+    pub(crate) report: u8,
+}
+
+/// Initial PSN of `path` for packets sent by connection `conn_id`: both sides
+/// derive it, and an off-path attacker must know the connection id.
+//= Documentation/metaroce/spec.rst#initial-psn
+pub(crate) fn initial_psn(conn_id: u32, path: usize) -> u32 {
+    let mut x = (u64::from(conn_id) << 8 | path as u64).wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    (x ^ (x >> 31)) as u32
+}
+
+/// One MetaRoCE connection (see the crate documentation).
+///
+/// [`Connection::reset`] re-initializes one in place.
+#[derive(Clone, Debug)]
+pub struct Connection<C: CongestionControl = Aimd> {
+    cfg: Config,
+    state: ConnState,
+    peer_conn: u32,
+    rng: Rng,
+    cc: C,
+    paths: [TxPath; MAX_PATHS],
+    rx_paths: [RxPath; MAX_PATHS],
+    qps: [Qp; MAX_QPS],
+    /// Round-robin cursors.
+    next_path: usize,
+    next_qp: usize,
+    ack_path: usize,
+    // Acknowledgement generation.
+    ack_pending: u32,
+    ack_now: bool,
+    ack_deadline: Option<Instant>,
+    ack_since: Option<Instant>,
+    local_hint_bps: u64,
+    // Peer feedback and pacing.
+    peer_hint_bps: u64,
+    conn_rtt: crate::path::RttEstimator,
+    next_send_at: Instant,
+    consecutive_rto: u32,
+    rnr_wakeup: Option<Instant>,
+    naks: [Option<Nak>; MAX_PENDING_NAKS],
+    close_pending: Option<u32>,
+    events: [Option<Event>; MAX_PENDING_EVENTS],
+    ev_head: usize,
+    ev_len: usize,
+    stats: Stats,
+}
+
+impl Connection<Aimd> {
+    /// A connection with the default AIMD controller. `seed` drives source-port
+    /// choice; `now` is the caller's current time.
+    pub fn new(config: Config, now: Instant, seed: u64) -> Self {
+        let cfg = config.sanitized();
+        Self::with_cc(cfg, Aimd::new(cfg.aimd), now, seed)
+    }
+}
+
+impl<C: CongestionControl> Connection<C> {
+    /// A connection with a caller-chosen congestion controller.
+    pub fn with_cc(config: Config, cc: C, now: Instant, seed: u64) -> Self {
+        let mut c = Connection {
+            cfg: config.sanitized(),
+            state: ConnState::Open,
+            peer_conn: 0,
+            rng: Rng::new(seed),
+            cc,
+            paths: core::array::from_fn(|_| TxPath::default()),
+            rx_paths: core::array::from_fn(|_| RxPath::default()),
+            qps: core::array::from_fn(|_| Qp::default()),
+            next_path: 0,
+            next_qp: 0,
+            ack_path: 0,
+            ack_pending: 0,
+            ack_now: false,
+            ack_deadline: None,
+            ack_since: None,
+            local_hint_bps: 0,
+            peer_hint_bps: 0,
+            conn_rtt: Default::default(),
+            next_send_at: now,
+            consecutive_rto: 0,
+            rnr_wakeup: None,
+            naks: [None; MAX_PENDING_NAKS],
+            close_pending: None,
+            events: [None; MAX_PENDING_EVENTS],
+            ev_head: 0,
+            ev_len: 0,
+            stats: Stats::default(),
+        };
+        c.init(now, seed);
+        c
+    }
+
+    /// Re-initializes this connection in place (no large temporary), keeping the controller.
+    pub fn reset(&mut self, config: Config, cc: C, now: Instant, seed: u64) {
+        self.cfg = config.sanitized();
+        self.cc = cc;
+        self.state = ConnState::Open;
+        self.peer_conn = 0;
+        for p in self.paths.iter_mut() {
+            *p = TxPath::default();
+        }
+        for p in self.rx_paths.iter_mut() {
+            *p = RxPath::default();
+        }
+        for q in self.qps.iter_mut() {
+            *q = Qp::default();
+        }
+        self.next_path = 0;
+        self.next_qp = 0;
+        self.ack_path = 0;
+        self.ack_pending = 0;
+        self.ack_now = false;
+        self.ack_deadline = None;
+        self.ack_since = None;
+        self.peer_hint_bps = 0;
+        self.conn_rtt = Default::default();
+        self.next_send_at = now;
+        self.consecutive_rto = 0;
+        self.rnr_wakeup = None;
+        self.naks = [None; MAX_PENDING_NAKS];
+        self.close_pending = None;
+        self.events = [None; MAX_PENDING_EVENTS];
+        self.ev_head = 0;
+        self.ev_len = 0;
+        self.stats = Stats::default();
+        self.init(now, seed);
+    }
+
+    fn init(&mut self, _now: Instant, seed: u64) {
+        self.rng = Rng::new(seed);
+        self.local_hint_bps = self.cfg.rate_hint_bps;
+        let local = self.cfg.local_conn_id;
+        for i in 0..self.paths.len() {
+            let port = self.fresh_port();
+            if let Some(p) = self.paths.get_mut(i) {
+                *p = TxPath::new(port, initial_psn(local, i));
+            }
+        }
+        if self.cfg.peer_conn_id != 0 {
+            self.learn_peer(self.cfg.peer_conn_id);
+        }
+    }
+
+    /// A source port not used by any path.
+    fn fresh_port(&mut self) -> u16 {
+        loop {
+            let p = crate::path::port_from(self.rng.next_u32());
+            if !self.paths.iter().any(|x| x.sport == p) {
+                return p;
+            }
+        }
+    }
+
+    fn learn_peer(&mut self, peer: u32) {
+        self.peer_conn = peer;
+        for (i, p) in self.rx_paths.iter_mut().enumerate() {
+            *p = RxPath { window: SackWindow::new(initial_psn(peer, i)), ..Default::default() };
+        }
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    /// Lifecycle state.
+    pub fn state(&self) -> ConnState {
+        self.state
+    }
+
+    /// The peer's connection id (0 until known).
+    pub fn peer_conn_id(&self) -> u32 {
+        self.peer_conn
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Counters of `path`.
+    pub fn path_stats(&self, path: usize) -> Option<PathStats> {
+        self.paths.get(path).map(|p| p.stats)
+    }
+
+    /// Current UDP source port of `path`.
+    pub fn path_port(&self, path: usize) -> Option<u16> {
+        self.paths.get(path).map(|p| p.sport)
+    }
+
+    /// Smoothed RTT of `path` in ns (0 before the first sample).
+    pub fn path_srtt(&self, path: usize) -> Option<u64> {
+        self.paths.get(path).map(|p| p.rtt.srtt_or(0))
+    }
+
+    /// Congestion controller.
+    pub fn cc(&self) -> &C {
+        &self.cc
+    }
+
+    /// Bytes in flight over all paths.
+    pub fn bytes_in_flight(&self) -> u64 {
+        self.paths.iter().map(|p| u64::from(p.inflight.bytes_in_flight)).sum()
+    }
+
+    /// Sets the fair-share rate (bytes/s, 0 = none) advertised in every ACK.
+    pub fn set_rate_hint(&mut self, bps: u64) {
+        self.local_hint_bps = bps;
+    }
+
+    /// The peer's last rate hint for us, bytes/s (0 = none).
+    pub fn peer_rate_hint(&self) -> u64 {
+        self.peer_hint_bps
+    }
+
+    /// Binds a QP: `local_qpn` receives, packets go to the peer's `remote_qpn`.
+    /// All stream sequence numbers start at 0.
+    pub fn open_qp(&mut self, local_qpn: u32, remote_qpn: u32) -> Result<QpId, PostError> {
+        if self.state != ConnState::Open {
+            return Err(PostError::Closed);
+        }
+        if self.qp_by_qpn(local_qpn).is_some() {
+            return Err(PostError::Invalid);
+        }
+        let (i, q) = self
+            .qps
+            .iter_mut()
+            .enumerate()
+            .find(|(_, q)| q.state == QpState::Free)
+            .ok_or(PostError::TooManyQps)?;
+        *q = Qp { state: QpState::Active, local_qpn, remote_qpn, ..Default::default() };
+        Ok(QpId(i as u16))
+    }
+
+    /// Unbinds a QP at once; its outstanding work is forgotten without completions.
+    pub fn close_qp(&mut self, qp: QpId) {
+        if let Some(q) = self.qps.get_mut(qp.index()) {
+            *q = Qp::default();
+        }
+    }
+
+    pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<usize> {
+        self.qps.iter().position(|q| q.state == QpState::Active && q.local_qpn == qpn)
+    }
+
+    fn active_qp(&mut self, qp: QpId) -> Result<&mut Qp, PostError> {
+        match self.qps.get_mut(qp.index()) {
+            Some(q) if q.state == QpState::Active => Ok(q),
+            _ => Err(PostError::InvalidQp),
+        }
+    }
+
+    /// Queues a send work request on `qp`.
+    pub fn post_send(&mut self, qp: QpId, wr: WorkRequest) -> Result<(), PostError> {
+        if self.state != ConnState::Open {
+            return Err(PostError::Closed);
+        }
+        let mtu = self.cfg.mtu;
+        let q = self.active_qp(qp)?;
+        if q.error.is_some() {
+            return Err(PostError::QpError);
+        }
+        if q.next_msn.wrapping_sub(q.sq_head) as usize >= MAX_SEND_WR {
+            return Err(PostError::QueueFull);
+        }
+        let mut wr = wr;
+        if wr.opcode.is_atomic() {
+            if wr.remote_addr % 8 != 0 {
+                return Err(PostError::Invalid);
+            }
+            wr.len = crate::constants::ATOMIC_LEN;
+        }
+        if wr.len > MAX_MSG_LEN {
+            return Err(PostError::Invalid);
+        }
+        let nsegs = match wr.opcode {
+            Opcode::Read | Opcode::CompareSwap | Opcode::FetchAdd => 1,
+            _ => wr.len.div_ceil(mtu).max(1),
+        };
+        let msn = q.next_msn;
+        let rsn = if wr.opcode.consumes_recv() {
+            let r = q.next_rsn;
+            q.next_rsn = r.wrapping_add(1);
+            r
+        } else {
+            0
+        };
+        let slot = q.sq.get_mut(msn as usize % MAX_SEND_WR).ok_or(PostError::QueueFull)?;
+        *slot = SendWr { wr, msn, ssn_first: q.next_ssn, nsegs, rsn, ..Default::default() };
+        q.next_ssn = q.next_ssn.wrapping_add(nsegs);
+        q.next_msn = msn.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Posts a receive buffer of `len` bytes on `qp`; SENDs consume them in order.
+    pub fn post_recv(&mut self, qp: QpId, wr_id: u64, len: u32) -> Result<(), PostError> {
+        let q = self.active_qp(qp)?;
+        if q.error.is_some() {
+            return Err(PostError::QpError);
+        }
+        if q.rq_tail.wrapping_sub(q.rq_head) as usize >= MAX_RECV_WR {
+            return Err(PostError::QueueFull);
+        }
+        let slot = q.rq.get_mut(q.rq_tail as usize % MAX_RECV_WR).ok_or(PostError::QueueFull)?;
+        *slot = RecvWqe { wr_id, len, done: None };
+        q.rq_tail = q.rq_tail.wrapping_add(1);
+        Ok(())
+    }
+
+    /// Closes the connection: a CLOSE packet is sent and all QPs are flushed.
+    pub fn close(&mut self, reason: u32) {
+        if self.state == ConnState::Open {
+            self.state = ConnState::Closing;
+            self.close_pending = Some(reason);
+            self.fail_all(WcStatus::WrFlushErr);
+        }
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) should be called next.
+    ///
+    /// Call after every other method; `None` means no timer is needed.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let mut t = if self.ack_pending > 0 { self.ack_deadline } else { None };
+        for p in self.paths.iter().take(usize::from(self.cfg.paths)) {
+            t = earliest(t, p.rto_deadline);
+        }
+        t = earliest(t, self.rnr_wakeup);
+        if self.cfg.pacing && self.has_data_to_send() {
+            t = earliest(t, Some(self.next_send_at));
+        }
+        t
+    }
+
+    /// Processes expired timers: ACK delay, retransmission timeouts, RNR waits.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Some(d) = self.ack_deadline {
+            if now >= d && self.ack_pending > 0 {
+                self.ack_now = true;
+            }
+        }
+        if self.rnr_wakeup.is_some_and(|w| now >= w) {
+            self.rnr_wakeup = None;
+        }
+        for i in 0..usize::from(self.cfg.paths) {
+            let expired = self.paths.get(i).and_then(|p| p.rto_deadline).is_some_and(|d| now >= d);
+            if expired {
+                self.on_rto(i, now);
+            }
+        }
+    }
+
+    /// A path's retransmission timer fired: everything in flight on it is lost.
+    //= Documentation/metaroce/spec.rst#rto
+    fn on_rto(&mut self, i: usize, now: Instant) {
+        let Some(p) = self.paths.get_mut(i) else { return };
+        p.rto_deadline = None;
+        let (mut psn, end) = p.inflight.range();
+        while psn != end {
+            p.inflight.mark_lost(psn);
+            psn = psn.wrapping_add(1);
+        }
+        p.consecutive_rto = p.consecutive_rto.saturating_add(1);
+        p.backoff = p.backoff.saturating_add(1).min(16);
+        p.stats.timeouts = p.stats.timeouts.saturating_add(1);
+        let retire = p.consecutive_rto >= self.cfg.path_retire_rtos;
+        let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
+        self.stats.timeouts = self.stats.timeouts.saturating_add(1);
+        self.cc.on_congestion(i, Signal::Timeout, srtt, now);
+        if retire {
+            self.retire_path(i);
+        }
+        self.consecutive_rto = self.consecutive_rto.saturating_add(1);
+        let budget = u32::from(self.cfg.retry_limit).saturating_mul(u32::from(self.cfg.paths));
+        if self.consecutive_rto > budget {
+            self.fail_all(WcStatus::RetryExcErr);
+        }
+    }
+
+    /// Retires a path: new source port, fresh RTT and window; PSNs continue.
+    //= Documentation/metaroce/spec.rst#path-retirement
+    fn retire_path(&mut self, i: usize) {
+        let port = self.fresh_port();
+        let Some(p) = self.paths.get_mut(i) else { return };
+        p.sport = port;
+        p.rtt = Default::default();
+        p.consecutive_rto = 0;
+        p.stats.retired = p.stats.retired.saturating_add(1);
+        self.cc.on_path_reset(i);
+        self.push_event(Event::PathRetired { path: i as u8, new_port: port });
+    }
+
+    /// Fails every QP that still has work: the oldest outstanding request gets
+    /// `status`, the rest are flushed.
+    fn fail_all(&mut self, status: WcStatus) {
+        for q in self.qps.iter_mut().filter(|q| q.state == QpState::Active) {
+            let head = q.sq_head;
+            if head != q.next_msn {
+                if let Some(w) = q.sq_slot_mut(head) {
+                    w.status.get_or_insert(status);
+                }
+                q.fail(status);
+            } else if status == WcStatus::WrFlushErr {
+                q.fail(status);
+            }
+        }
+    }
+
+    pub(crate) fn push_event(&mut self, e: Event) {
+        if self.ev_len >= MAX_PENDING_EVENTS {
+            self.stats.events_dropped = self.stats.events_dropped.saturating_add(1);
+            return;
+        }
+        let i = (self.ev_head + self.ev_len) % MAX_PENDING_EVENTS;
+        if let Some(s) = self.events.get_mut(i) {
+            *s = Some(e);
+            self.ev_len += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    #[test]
+    fn sizes() {
+        extern crate std;
+        std::println!(
+            "Connection {} Qp {} TxPath {}",
+            core::mem::size_of::<super::Connection>(),
+            core::mem::size_of::<super::qp::Qp>(),
+            core::mem::size_of::<crate::path::TxPath>()
+        );
+    }
+}

@@ -1,0 +1,253 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Per-QP state: one ordered stream pair carried by a connection.
+//!
+//! Each QP has a request stream (requester to responder: SEND, WRITE, READ
+//! request, atomics) and a response stream (READ responses, atomic responses).
+//! Every segment of a stream has a stream segment number (SSN); SSNs of a
+//! stream are contiguous across messages, so a reassembly window over SSNs gives
+//! exact duplicate suppression and in-order completion: message `m` is complete
+//! with everything before it once the receiver's cumulative SSN passes `m`'s
+//! last segment.
+//!
+//= Documentation/metaroce/spec.rst#streams
+
+use crate::constants::{MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, MAX_SEND_WR};
+use crate::event::{WcOpcode, WcStatus};
+use crate::sack::ReasmWindow;
+use crate::timer::Instant;
+use crate::wire::Status;
+use crate::wr::{Opcode, WorkRequest};
+
+/// QP slot state.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum QpState {
+    /// Unused slot.
+    #[default]
+    Free,
+    /// Bound and running.
+    Active,
+}
+
+/// A posted send work request and its progress.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct SendWr {
+    pub(crate) wr: WorkRequest,
+    pub(crate) msn: u32,
+    pub(crate) ssn_first: u32,
+    pub(crate) nsegs: u32,
+    pub(crate) rsn: u32,
+    pub(crate) rnr_until: Option<Instant>,
+    pub(crate) rnr_count: u8,
+    pub(crate) status: Option<WcStatus>,
+    pub(crate) resp_last_ssn: Option<u32>,
+}
+
+impl SendWr {
+    /// Last SSN of the request in the request stream.
+    pub(crate) fn last_ssn(&self) -> u32 {
+        self.ssn_first.wrapping_add(self.nsegs.saturating_sub(1))
+    }
+
+    pub(crate) fn wc_opcode(&self) -> WcOpcode {
+        match self.wr.opcode {
+            Opcode::Send | Opcode::SendImm => WcOpcode::Send,
+            Opcode::Write | Opcode::WriteImm => WcOpcode::RdmaWrite,
+            Opcode::Read => WcOpcode::RdmaRead,
+            Opcode::CompareSwap => WcOpcode::CompSwap,
+            Opcode::FetchAdd => WcOpcode::FetchAdd,
+        }
+    }
+}
+
+/// A posted receive work request.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RecvWqe {
+    pub(crate) wr_id: u64,
+    pub(crate) len: u32,
+    /// Filled in when the consuming message is delivered in order.
+    pub(crate) done: Option<(WcOpcode, u32, Option<u32>)>,
+}
+
+/// Kind of an incoming message, as recorded from its last segment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) enum RxKind {
+    /// No message recorded.
+    #[default]
+    None,
+    /// SEND (with optional immediate).
+    Send,
+    /// WRITE without immediate.
+    Write,
+    /// WRITE with immediate.
+    WriteImm,
+    /// READ request.
+    Read,
+    /// Atomic request.
+    Atomic,
+}
+
+/// Responder record of an incoming message, written when its last segment arrives.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct RxMsg {
+    pub(crate) kind: RxKind,
+    pub(crate) msn: u32,
+    pub(crate) last_ssn: u32,
+    pub(crate) rsn: u32,
+    pub(crate) imm: Option<u32>,
+    pub(crate) len: u32,
+    pub(crate) rkey: u32,
+    pub(crate) va: u64,
+    pub(crate) compare_add: u64,
+    pub(crate) swap: Option<u64>,
+}
+
+/// A READ or atomic response held until the requester acknowledges it.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Response {
+    pub(crate) atomic: bool,
+    pub(crate) msn: u32,
+    pub(crate) ssn_first: u32,
+    pub(crate) nsegs: u32,
+    pub(crate) sent_segs: u32,
+    pub(crate) rkey: u32,
+    pub(crate) va: u64,
+    pub(crate) len: u32,
+    pub(crate) orig: u64,
+    pub(crate) status: Status,
+}
+
+impl Response {
+    pub(crate) fn last_ssn(&self) -> u32 {
+        self.ssn_first.wrapping_add(self.nsegs.saturating_sub(1))
+    }
+}
+
+/// One QP.
+#[derive(Clone, Debug)]
+pub(crate) struct Qp {
+    pub(crate) state: QpState,
+    pub(crate) local_qpn: u32,
+    pub(crate) remote_qpn: u32,
+    pub(crate) error: Option<WcStatus>,
+    pub(crate) error_reported: bool,
+
+    // Requester.
+    pub(crate) sq: [SendWr; MAX_SEND_WR],
+    /// Oldest WR not yet completed to the driver.
+    pub(crate) sq_head: u32,
+    /// MSN of the next WR to post.
+    pub(crate) next_msn: u32,
+    /// Next new segment to send: WR MSN and segment index.
+    pub(crate) send_msn: u32,
+    pub(crate) send_seg: u32,
+    pub(crate) next_ssn: u32,
+    pub(crate) next_rsn: u32,
+    /// Acknowledged request SSNs (base: oldest unacknowledged).
+    pub(crate) req_acked: ReasmWindow,
+    /// Received response SSNs.
+    pub(crate) resp_rx: ReasmWindow,
+
+    // Responder.
+    pub(crate) rq: [RecvWqe; MAX_RECV_WR],
+    /// RSN of the oldest receive not yet completed to the driver.
+    pub(crate) rq_head: u32,
+    /// RSN the next posted receive gets.
+    pub(crate) rq_tail: u32,
+    /// Received request SSNs.
+    pub(crate) req_rx: ReasmWindow,
+    pub(crate) msgs: [RxMsg; MAX_RX_MSGS],
+    /// Next MSN to deliver in order.
+    pub(crate) deliver_msn: u32,
+    pub(crate) responses: [Response; MAX_RESPONSES],
+    pub(crate) resp_head: u32,
+    pub(crate) resp_tail: u32,
+    pub(crate) next_resp_ssn: u32,
+    /// Acknowledged response SSNs.
+    pub(crate) resp_acked: ReasmWindow,
+}
+
+impl Qp {
+    pub(crate) fn sq_slot(&self, msn: u32) -> Option<&SendWr> {
+        self.sq.get(msn as usize % MAX_SEND_WR).filter(|w| w.msn == msn && self.sq_outstanding(msn))
+    }
+
+    pub(crate) fn sq_slot_mut(&mut self, msn: u32) -> Option<&mut SendWr> {
+        if !self.sq_outstanding(msn) {
+            return None;
+        }
+        self.sq.get_mut(msn as usize % MAX_SEND_WR).filter(|w| w.msn == msn)
+    }
+
+    /// Whether `msn` is posted and not yet completed.
+    pub(crate) fn sq_outstanding(&self, msn: u32) -> bool {
+        let d = msn.wrapping_sub(self.sq_head);
+        d < self.next_msn.wrapping_sub(self.sq_head)
+    }
+
+    pub(crate) fn response(&self, msn: u32) -> Option<(u32, &Response)> {
+        let mut i = self.resp_head;
+        while i != self.resp_tail {
+            let r = self.responses.get(i as usize % MAX_RESPONSES)?;
+            if r.msn == msn {
+                return Some((i, r));
+            }
+            i = i.wrapping_add(1);
+        }
+        None
+    }
+
+    pub(crate) fn responses_full(&self) -> bool {
+        self.resp_tail.wrapping_sub(self.resp_head) as usize >= MAX_RESPONSES
+    }
+
+    /// Frees responses whose every segment the requester acknowledged.
+    pub(crate) fn reclaim_responses(&mut self) {
+        while self.resp_head != self.resp_tail {
+            let Some(r) = self.responses.get(self.resp_head as usize % MAX_RESPONSES) else { break };
+            if r.sent_segs < r.nsegs || self.resp_acked.get(r.last_ssn()) != Some(true) {
+                break;
+            }
+            self.resp_head = self.resp_head.wrapping_add(1);
+        }
+    }
+
+    /// Puts the QP in the error state (first error wins).
+    pub(crate) fn fail(&mut self, status: WcStatus) {
+        if self.error.is_none() {
+            self.error = Some(status);
+        }
+    }
+}
+
+impl Default for Qp {
+    fn default() -> Self {
+        Qp {
+            state: QpState::Free,
+            local_qpn: 0,
+            remote_qpn: 0,
+            error: None,
+            error_reported: false,
+            sq: [SendWr::default(); MAX_SEND_WR],
+            sq_head: 0,
+            next_msn: 0,
+            send_msn: 0,
+            send_seg: 0,
+            next_ssn: 0,
+            next_rsn: 0,
+            req_acked: ReasmWindow::default(),
+            resp_rx: ReasmWindow::default(),
+            rq: [RecvWqe::default(); MAX_RECV_WR],
+            rq_head: 0,
+            rq_tail: 0,
+            req_rx: ReasmWindow::default(),
+            msgs: [RxMsg::default(); MAX_RX_MSGS],
+            deliver_msn: 0,
+            responses: [Response::default(); MAX_RESPONSES],
+            resp_head: 0,
+            resp_tail: 0,
+            next_resp_ssn: 0,
+            resp_acked: ReasmWindow::default(),
+        }
+    }
+}

@@ -1,0 +1,440 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Receive path: validation, placement, in-order delivery, ACK bookkeeping.
+//!
+//! Validation order (every step before any byte lands):
+//! header bounds and version, connection ids, packet type, path id and PSN
+//! window, QP, stream window (duplicates are acknowledged but not placed),
+//! message window, then per-type checks and the [`Memory`] call.
+//!
+//= Documentation/metaroce/spec.rst#receive-validation
+
+use super::qp::{Qp, QpState, RxKind, RxMsg, Response};
+use super::{ConnState, Connection, QpId};
+use crate::cc::CongestionControl;
+use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW};
+use crate::event::{Event, WcOpcode, WcStatus};
+use crate::memory::{AtomicOp, Dest, MemError, Memory};
+use crate::psn::seq_diff;
+use crate::sack::Mark;
+use crate::timer::Instant;
+use crate::wire::{ControlCode, DataExt, Flags, Header, Nak, NakCode, Packet, PacketType, Status, StreamHeader};
+
+/// Why a datagram was dropped without effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RxDrop {
+    /// Malformed or unsupported header.
+    Malformed(crate::wire::Error),
+    /// Not addressed to this connection.
+    WrongConnection,
+    /// The connection is closed.
+    Closed,
+    /// Path id or PSN outside the accepted window.
+    OutOfWindow,
+    /// Protocol violation by the peer (inconsistent fields).
+    Invalid,
+}
+
+/// Outcome of processing one data packet's segment.
+enum Seg {
+    /// Placed (or otherwise taken): acknowledge.
+    Accepted,
+    /// Already had it: acknowledge, do nothing else.
+    Duplicate,
+    /// Refused with a NAK: do not acknowledge.
+    Nak(NakCode),
+    /// Silently refused (resources, window): do not acknowledge.
+    Drop,
+}
+
+fn nak_of(e: MemError) -> NakCode {
+    match e {
+        MemError::Access => NakCode::AccessError,
+        MemError::Invalid => NakCode::InvalidRequest,
+        MemError::Operation => NakCode::RemoteOpError,
+    }
+}
+
+fn status_of(e: MemError) -> Status {
+    match e {
+        MemError::Access => Status::AccessError,
+        MemError::Invalid => Status::InvalidRequest,
+        MemError::Operation => Status::RemoteOpError,
+    }
+}
+
+impl<C: CongestionControl> Connection<C> {
+    /// Processes one received datagram (the UDP payload).
+    ///
+    /// `ecn_ce` is the IP header's ECN-CE mark. Payloads are placed through
+    /// `mem`, which validates before writing. Drops are counted in
+    /// [`stats`](Self::stats) and also returned.
+    pub fn handle_datagram<M: Memory>(
+        &mut self,
+        now: Instant,
+        ecn_ce: bool,
+        datagram: &[u8],
+        mem: &mut M,
+    ) -> Result<(), RxDrop> {
+        self.stats.rx_packets = self.stats.rx_packets.saturating_add(1);
+        let r = self.dispatch(now, ecn_ce, datagram, mem);
+        if r.is_err() {
+            self.stats.rx_dropped = self.stats.rx_dropped.saturating_add(1);
+        }
+        // A delivery may have waited for a free response slot.
+        for i in 0..self.qps.len() {
+            self.deliver(i, mem);
+        }
+        r
+    }
+
+    fn dispatch<M: Memory>(&mut self, now: Instant, ecn_ce: bool, buf: &[u8], mem: &mut M) -> Result<(), RxDrop> {
+        let pkt = Packet::new_checked(buf).map_err(RxDrop::Malformed)?;
+        let h = *pkt.header();
+        //= Documentation/metaroce/spec.rst#connection-ids
+        if h.dst_conn != self.cfg.local_conn_id && !(h.dst_conn == 0 && h.flags.has(Flags::OPEN)) {
+            return Err(RxDrop::WrongConnection);
+        }
+        if self.peer_conn == 0 {
+            self.learn_peer(h.src_conn);
+        } else if h.src_conn != self.peer_conn {
+            return Err(RxDrop::WrongConnection);
+        }
+        if self.state == ConnState::Closed {
+            return Err(RxDrop::Closed);
+        }
+        match pkt.packet_type() {
+            PacketType::Ack => self.on_ack(now, &pkt),
+            PacketType::Nak => {
+                let nak = pkt.nak().map_err(RxDrop::Malformed)?;
+                self.on_nak(now, &nak);
+                Ok(())
+            }
+            PacketType::Control => {
+                let c = pkt.control().map_err(RxDrop::Malformed)?;
+                match c.code {
+                    ControlCode::Open => {
+                        self.ack_now = true;
+                        self.ack_pending = self.ack_pending.max(1);
+                    }
+                    ControlCode::Close => {
+                        if self.state != ConnState::Closed {
+                            self.state = ConnState::Closed;
+                            self.fail_all(WcStatus::WrFlushErr);
+                            self.push_event(Event::Closed { reason: c.value });
+                        }
+                    }
+                }
+                Ok(())
+            }
+            _ => self.on_data(now, ecn_ce, &h, &pkt, mem),
+        }
+    }
+
+    fn on_data<M: Memory>(
+        &mut self,
+        now: Instant,
+        ecn_ce: bool,
+        h: &Header,
+        pkt: &Packet<'_>,
+        mem: &mut M,
+    ) -> Result<(), RxDrop> {
+        let path = usize::from(h.path);
+        if path >= MAX_PATHS {
+            return Err(RxDrop::OutOfWindow);
+        }
+        let base = self.rx_paths.get(path).map(|p| p.window.base()).ok_or(RxDrop::OutOfWindow)?;
+        let d = seq_diff(h.psn, base);
+        if d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW {
+            return Err(RxDrop::OutOfWindow);
+        }
+        let stream = pkt.stream().map_err(RxDrop::Malformed)?;
+        let ext = pkt.data_ext().map_err(RxDrop::Malformed)?;
+        let payload = pkt.payload();
+        let ty = pkt.packet_type();
+        let seg = match self.qp_by_qpn(stream.qpn) {
+            None => Seg::Nak(NakCode::InvalidRequest),
+            Some(qi) if ty.is_response() => self.on_response(qi, h, &stream, &ext, payload, mem),
+            Some(qi) => self.on_request(qi, h, &stream, &ext, payload, mem),
+        };
+        match seg {
+            Seg::Accepted | Seg::Duplicate => {
+                if matches!(seg, Seg::Duplicate) {
+                    self.stats.rx_duplicates = self.stats.rx_duplicates.saturating_add(1);
+                } else {
+                    self.stats.rx_bytes = self.stats.rx_bytes.saturating_add(payload.len() as u64);
+                }
+                self.note_received(now, path, h, ecn_ce, matches!(seg, Seg::Duplicate));
+                Ok(())
+            }
+            Seg::Nak(code) => {
+                self.stats.rx_naked = self.stats.rx_naked.saturating_add(1);
+                let nak = Nak {
+                    path: h.path,
+                    code,
+                    rnr_timer: self.cfg.rnr_timer,
+                    psn: h.psn,
+                    qpn: stream.qpn,
+                    msn: stream.msn,
+                    ssn: stream.ssn,
+                };
+                self.queue_nak(nak);
+                Ok(())
+            }
+            Seg::Drop => Err(RxDrop::Invalid),
+        }
+    }
+
+    /// Records an acknowledged PSN and decides when to send the ACK.
+    //= Documentation/metaroce/spec.rst#ack-policy
+    fn note_received(&mut self, now: Instant, path: usize, h: &Header, ecn_ce: bool, dup: bool) {
+        let Some(rp) = self.rx_paths.get_mut(path) else { return };
+        rp.window.insert_sliding(h.psn);
+        if ecn_ce {
+            rp.ce_count = rp.ce_count.wrapping_add(1);
+        }
+        rp.report = 2;
+        // A hole (a later PSN arrived first) or a duplicate: tell the sender now.
+        let hole = rp.window.words().iter().any(|w| *w != 0);
+        if self.ack_pending == 0 {
+            self.ack_since = Some(now);
+            self.ack_deadline = Some(now.add_nanos(self.cfg.ack_delay_ns));
+        }
+        self.ack_pending = self.ack_pending.saturating_add(1);
+        if hole || dup || ecn_ce || h.flags.has(Flags::ACK_REQ) || self.ack_pending >= self.cfg.ack_every {
+            self.ack_now = true;
+        }
+    }
+
+    fn queue_nak(&mut self, nak: Nak) {
+        if let Some(s) = self.naks.iter_mut().find(|n| n.is_none()) {
+            *s = Some(nak);
+        }
+    }
+
+    /// Responder side: a request-stream segment.
+    //= Documentation/metaroce/spec.rst#placement
+    fn on_request<M: Memory>(
+        &mut self,
+        qi: usize,
+        h: &Header,
+        s: &StreamHeader,
+        ext: &DataExt,
+        payload: &[u8],
+        mem: &mut M,
+    ) -> Seg {
+        let qp = QpId(qi as u16);
+        let Some(q) = self.qps.get_mut(qi) else { return Seg::Drop };
+        match q.req_rx.get(s.ssn) {
+            Some(true) => return Seg::Duplicate,
+            None => return Seg::Drop,
+            Some(false) => {}
+        }
+        let last = h.flags.has(Flags::LAST);
+        let md = seq_diff(s.msn, q.deliver_msn);
+        if md < 0 || md as usize >= MAX_RX_MSGS {
+            return Seg::Drop;
+        }
+        let plen = payload.len() as u32;
+        let in_msg = |total: u32| s.offset.checked_add(plen).is_some_and(|end| end <= total) && total <= MAX_MSG_LEN;
+        let mut msg = RxMsg { msn: s.msn, last_ssn: s.ssn, ..Default::default() };
+        match *ext {
+            DataExt::Send { rsn, total_len, imm } => {
+                let Some(wqe) = recv_wqe(q, rsn) else { return Seg::Nak(NakCode::Rnr) };
+                if !in_msg(total_len) || total_len > wqe.len {
+                    return Seg::Nak(NakCode::InvalidRequest);
+                }
+                let dest = Dest::Recv { wr_id: wqe.wr_id, offset: s.offset };
+                if !payload.is_empty() {
+                    if let Err(e) = mem.place(qp, dest, payload) {
+                        return Seg::Nak(nak_of(e));
+                    }
+                }
+                msg = RxMsg { kind: RxKind::Send, rsn, imm, len: total_len, ..msg };
+            }
+            DataExt::Write { rkey, va, total_len, imm } => {
+                if !in_msg(total_len) {
+                    return Seg::Nak(NakCode::InvalidRequest);
+                }
+                if let Some((rsn, _)) = imm {
+                    if last && recv_wqe(q, rsn).is_none() {
+                        return Seg::Nak(NakCode::Rnr);
+                    }
+                }
+                if !payload.is_empty() {
+                    let dest = Dest::Remote { rkey, va: va.wrapping_add(u64::from(s.offset)) };
+                    if let Err(e) = mem.place(qp, dest, payload) {
+                        return Seg::Nak(nak_of(e));
+                    }
+                }
+                msg = match imm {
+                    Some((rsn, imm)) => RxMsg { kind: RxKind::WriteImm, rsn, imm: Some(imm), len: total_len, ..msg },
+                    None => RxMsg { kind: RxKind::Write, len: total_len, ..msg },
+                };
+            }
+            DataExt::ReadReq { rkey, va, len } => {
+                if !payload.is_empty() || !last || len > MAX_MSG_LEN {
+                    return Seg::Nak(NakCode::InvalidRequest);
+                }
+                msg = RxMsg { kind: RxKind::Read, rkey, va, len, ..msg };
+            }
+            DataExt::Atomic { rkey, va, compare_add, swap } => {
+                if !payload.is_empty() || !last {
+                    return Seg::Nak(NakCode::InvalidRequest);
+                }
+                msg = RxMsg { kind: RxKind::Atomic, rkey, va, compare_add, swap, len: 8, ..msg };
+            }
+            DataExt::ReadResp { .. } | DataExt::AtomicResp { .. } => return Seg::Drop,
+        }
+        if q.req_rx.insert(s.ssn) != Mark::New {
+            return Seg::Drop;
+        }
+        if last {
+            if let Some(slot) = q.msgs.get_mut(s.msn as usize % MAX_RX_MSGS) {
+                *slot = msg;
+            }
+        }
+        Seg::Accepted
+    }
+
+    /// Requester side: a response-stream segment (READ or atomic response).
+    fn on_response<M: Memory>(
+        &mut self,
+        qi: usize,
+        h: &Header,
+        s: &StreamHeader,
+        ext: &DataExt,
+        payload: &[u8],
+        mem: &mut M,
+    ) -> Seg {
+        let qp = QpId(qi as u16);
+        let Some(q) = self.qps.get_mut(qi) else { return Seg::Drop };
+        match q.resp_rx.get(s.ssn) {
+            Some(true) => return Seg::Duplicate,
+            None => return Seg::Drop,
+            Some(false) => {}
+        }
+        let Some(w) = q.sq_slot(s.msn).copied() else { return Seg::Drop };
+        let status = match (*ext, w.wr.opcode) {
+            (DataExt::ReadResp { total_len, status }, crate::wr::Opcode::Read) => {
+                let plen = payload.len() as u32;
+                let fits = s.offset.checked_add(plen).is_some_and(|e| e <= w.wr.len);
+                if total_len != w.wr.len || !fits {
+                    return Seg::Drop;
+                }
+                if status == Status::Ok && !payload.is_empty() {
+                    let dest = Dest::Local { wr_id: w.wr.wr_id, offset: s.offset };
+                    if mem.place(qp, dest, payload).is_err() {
+                        return Seg::Drop;
+                    }
+                }
+                status
+            }
+            (DataExt::AtomicResp { orig, status }, op) if op.is_atomic() => {
+                if status == Status::Ok {
+                    let dest = Dest::Local { wr_id: w.wr.wr_id, offset: 0 };
+                    if mem.place(qp, dest, &orig.to_ne_bytes()).is_err() {
+                        return Seg::Drop;
+                    }
+                }
+                status
+            }
+            _ => return Seg::Drop,
+        };
+        if q.resp_rx.insert(s.ssn) != Mark::New {
+            return Seg::Drop;
+        }
+        if let Some(w) = q.sq_slot_mut(s.msn) {
+            if h.flags.has(Flags::LAST) {
+                w.resp_last_ssn = Some(s.ssn);
+            }
+            let err = match status {
+                Status::Ok => None,
+                Status::AccessError => Some(WcStatus::RemAccessErr),
+                Status::InvalidRequest => Some(WcStatus::RemInvReqErr),
+                Status::RemoteOpError => Some(WcStatus::RemOpErr),
+            };
+            if let Some(e) = err {
+                w.status.get_or_insert(e);
+            }
+        }
+        Seg::Accepted
+    }
+
+    /// Delivers complete messages of QP `qi` in MSN order: executes READs and
+    /// atomics (exactly once: an SSN is accepted once, and the result is kept
+    /// until the requester acknowledges the response) and completes receives.
+    //= Documentation/metaroce/spec.rst#in-order-delivery
+    pub(crate) fn deliver<M: Memory>(&mut self, qi: usize, mem: &mut M) {
+        let mtu = self.cfg.mtu;
+        let qp = QpId(qi as u16);
+        let Some(q) = self.qps.get_mut(qi) else { return };
+        if q.state != QpState::Active {
+            return;
+        }
+        q.reclaim_responses();
+        loop {
+            let Some(m) = q.msgs.get(q.deliver_msn as usize % MAX_RX_MSGS).copied() else { return };
+            if m.kind == RxKind::None || m.msn != q.deliver_msn || seq_diff(q.req_rx.base(), m.last_ssn) <= 0 {
+                return;
+            }
+            match m.kind {
+                RxKind::None | RxKind::Write => {}
+                RxKind::Send | RxKind::WriteImm => {
+                    let op = if m.kind == RxKind::Send { WcOpcode::Recv } else { WcOpcode::RecvRdmaWithImm };
+                    if let Some(w) = q.rq.get_mut(m.rsn as usize % MAX_RECV_WR) {
+                        w.done = Some((op, m.len, m.imm));
+                    }
+                }
+                RxKind::Read | RxKind::Atomic => {
+                    if q.responses_full() {
+                        return;
+                    }
+                    let mut r = Response {
+                        atomic: m.kind == RxKind::Atomic,
+                        msn: m.msn,
+                        ssn_first: q.next_resp_ssn,
+                        nsegs: 1,
+                        rkey: m.rkey,
+                        va: m.va,
+                        len: m.len,
+                        ..Default::default()
+                    };
+                    if r.atomic {
+                        let op = match m.swap {
+                            Some(swap) => AtomicOp::CompareSwap { compare: m.compare_add, swap },
+                            None => AtomicOp::FetchAdd { add: m.compare_add },
+                        };
+                        match mem.atomic(qp, m.rkey, m.va, op) {
+                            Ok(v) => r.orig = v,
+                            Err(e) => r.status = status_of(e),
+                        }
+                    } else {
+                        match mem.check_read(qp, m.rkey, m.va, m.len) {
+                            Ok(()) => r.nsegs = m.len.div_ceil(mtu).max(1),
+                            Err(e) => r.status = status_of(e),
+                        }
+                    }
+                    q.next_resp_ssn = q.next_resp_ssn.wrapping_add(r.nsegs);
+                    if let Some(slot) = q.responses.get_mut(q.resp_tail as usize % MAX_RESPONSES) {
+                        *slot = r;
+                    }
+                    q.resp_tail = q.resp_tail.wrapping_add(1);
+                }
+            }
+            if let Some(slot) = q.msgs.get_mut(q.deliver_msn as usize % MAX_RX_MSGS) {
+                slot.kind = RxKind::None;
+            }
+            q.deliver_msn = q.deliver_msn.wrapping_add(1);
+        }
+    }
+}
+
+/// The posted receive WQE for `rsn`, if posted and not yet consumed.
+fn recv_wqe(q: &Qp, rsn: u32) -> Option<super::qp::RecvWqe> {
+    let d = rsn.wrapping_sub(q.rq_head);
+    if d >= q.rq_tail.wrapping_sub(q.rq_head) {
+        return None;
+    }
+    q.rq.get(rsn as usize % MAX_RECV_WR).copied()
+}

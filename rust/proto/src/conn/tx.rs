@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Transmit path: what to send next, on which path, and when.
+//!
+//! Priority: ACK, NAK, CLOSE, then data. Data is retransmissions first (lost
+//! packets' data as new packets), then new response segments, then new request
+//! segments round-robin over QPs. A data packet goes out on the next path (round
+//! robin) with room in its SACK window and congestion window, within the
+//! connection window, and no earlier than the pacing clock allows.
+//!
+//= Documentation/metaroce/spec.rst#transmit
+
+use super::qp::QpState;
+use super::{ConnState, Connection, QpId};
+use crate::cc::CongestionControl;
+use crate::constants::{MAX_QPS, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, REASM_WINDOW};
+use crate::path::inflight::Chunk;
+use crate::psn::seq_diff;
+use crate::timer::Instant;
+use crate::wire::{Control, ControlCode, DataExt, Flags, Header, PacketRepr, StreamHeader};
+use crate::wr::Opcode;
+
+/// Payload bytes the driver appends after the headers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Payload {
+    /// Bytes `offset..offset + len` of send work request `wr_id`'s local buffer.
+    Wr {
+        /// Local QP.
+        qp: QpId,
+        /// Send work request.
+        wr_id: u64,
+        /// Byte offset in the message.
+        offset: u32,
+        /// Byte count.
+        len: u32,
+    },
+    /// READ response data: `len` bytes of local memory at `rkey`/`va`
+    /// (validated when the READ was executed).
+    Mr {
+        /// Local QP.
+        qp: QpId,
+        /// Local memory key (the peer's rkey).
+        rkey: u32,
+        /// Address of the first byte.
+        va: u64,
+        /// Byte count.
+        len: u32,
+    },
+}
+
+impl Payload {
+    /// Payload length in bytes.
+    pub fn len(&self) -> u32 {
+        match *self {
+            Payload::Wr { len, .. } | Payload::Mr { len, .. } => len,
+        }
+    }
+
+    /// Whether the payload is empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// A packet to send: headers are in the caller's buffer; append the payload.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Transmit {
+    /// Header bytes written at the start of the buffer.
+    pub len: usize,
+    /// Path id.
+    pub path: u8,
+    /// UDP source port to send from (the path's current port).
+    pub src_port: u16,
+    /// Payload to append, if any.
+    pub payload: Option<Payload>,
+}
+
+impl<C: CongestionControl> Connection<C> {
+    /// Produces the next packet, if any may be sent at `now`.
+    ///
+    /// Writes the headers into `buf` (at least
+    /// [`MIN_TRANSMIT_BUF`](crate::constants::MIN_TRANSMIT_BUF) bytes) and says
+    /// which payload to append. Call until it returns `None`.
+    pub fn poll_transmit(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if buf.len() < MIN_TRANSMIT_BUF {
+            return None;
+        }
+        self.report_qp_errors();
+        if self.ack_pending > 0 && (self.ack_now || self.ack_deadline.is_some_and(|d| now >= d)) {
+            let path = self.ack_path % usize::from(self.cfg.paths);
+            self.ack_path = self.ack_path.wrapping_add(1);
+            let len = self.emit_ack(now, buf)?;
+            return Some(self.control_transmit(len, path));
+        }
+        if let Some(nak) = self.naks.iter_mut().find_map(|n| n.take()) {
+            let h = Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, ..Default::default() };
+            let len = PacketRepr::Nak { header: h, nak }.emit(buf).ok()?;
+            self.stats.tx_naks = self.stats.tx_naks.saturating_add(1);
+            return Some(self.control_transmit(len, 0));
+        }
+        if let Some(reason) = self.close_pending.take() {
+            self.state = ConnState::Closed;
+            let h = Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, ..Default::default() };
+            let control = Control { code: ControlCode::Close, value: reason };
+            let len = PacketRepr::Control { header: h, control }.emit(buf).ok()?;
+            return Some(self.control_transmit(len, 0));
+        }
+        if self.state != ConnState::Open {
+            return None;
+        }
+        if self.cfg.pacing && now < self.next_send_at {
+            return None;
+        }
+        self.poll_data(now, buf)
+    }
+
+    fn control_transmit(&self, len: usize, path: usize) -> Transmit {
+        let src_port = self.paths.get(path).map_or(0, |p| p.sport);
+        Transmit { len, path: path as u8, src_port, payload: None }
+    }
+
+    /// Whether anything (new or lost data) waits to be sent.
+    pub(crate) fn has_data_to_send(&self) -> bool {
+        self.state == ConnState::Open
+            && (self.paths.iter().any(|p| p.inflight.lost > 0)
+                || self.qps.iter().any(|q| {
+                    q.state == QpState::Active && (q.send_msn != q.next_msn || q.resp_tail != q.resp_head)
+                }))
+    }
+
+    /// A path that may carry `bytes` more now (round robin).
+    fn pick_path(&self, bytes: u32) -> Option<usize> {
+        let n = usize::from(self.cfg.paths);
+        let total = self.bytes_in_flight();
+        if total > 0 && total.saturating_add(u64::from(bytes)) > self.cc.conn_window() {
+            return None;
+        }
+        (0..n).map(|k| (self.next_path + k) % n).find(|&i| {
+            self.paths.get(i).is_some_and(|p| {
+                let f = &p.inflight;
+                f.has_room()
+                    && (f.bytes_in_flight == 0
+                        || f.bytes_in_flight.saturating_add(bytes) <= self.cc.path_window(i))
+            })
+        })
+    }
+
+    fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        let mtu = self.cfg.mtu;
+        let path = self.pick_path(mtu)?;
+        let (chunk, retx) = match self.next_lost(now) {
+            Some(c) => (c, true),
+            None => (self.next_new()?, false),
+        };
+        let (len, payload) = self.build(chunk, path, buf)?;
+        let bytes = payload.map_or(0, |p| p.len()).saturating_add(len as u32);
+        let p = self.paths.get_mut(path)?;
+        let psn = p.inflight.push(chunk, u16::try_from(bytes).unwrap_or(u16::MAX), now)?;
+        // The PSN is known only now; patch it into the header.
+        buf.get_mut(12..16)?.copy_from_slice(&psn.to_be_bytes());
+        p.stats.sent = p.stats.sent.saturating_add(1);
+        if retx {
+            p.stats.retransmitted = p.stats.retransmitted.saturating_add(1);
+            self.stats.tx_retransmits = self.stats.tx_retransmits.saturating_add(1);
+        }
+        let src_port = p.sport;
+        self.advance_cursor(chunk, retx);
+        self.next_path = (path + 1) % usize::from(self.cfg.paths);
+        self.stats.tx_data = self.stats.tx_data.saturating_add(1);
+        self.stats.tx_bytes = self.stats.tx_bytes.saturating_add(u64::from(payload.map_or(0, |p| p.len())));
+        self.cc.on_sent(path, bytes, now);
+        self.rearm_rto(path, now, false);
+        self.pace(now, bytes);
+        Some(Transmit { len, path: path as u8, src_port, payload })
+    }
+
+    /// Advances the pacing clock by one packet of `bytes`.
+    //= Documentation/metaroce/spec.rst#pacing
+    fn pace(&mut self, now: Instant, bytes: u32) {
+        if !self.cfg.pacing {
+            return;
+        }
+        let mut rate = self.peer_hint_bps;
+        if self.conn_rtt.has_sample() {
+            let srtt = self.conn_rtt.srtt_or(1).max(1);
+            let w = self.cc.conn_window().saturating_mul(1_000_000_000) / srtt;
+            rate = if rate == 0 { w } else { rate.min(w) };
+        }
+        if rate == 0 {
+            self.next_send_at = now;
+            return;
+        }
+        let interval = u64::from(bytes).saturating_mul(1_000_000_000) / rate;
+        let floor = Instant::from_nanos(now.as_nanos().saturating_sub(self.cfg.pacing_burst_ns));
+        let base = if self.next_send_at < floor { floor } else { self.next_send_at };
+        self.next_send_at = base.add_nanos(interval);
+    }
+
+    /// The oldest lost packet whose data still needs to be sent; frees lost
+    /// slots whose data no longer does.
+    //= Documentation/metaroce/spec.rst#retransmission
+    fn next_lost(&mut self, now: Instant) -> Option<Chunk> {
+        for pi in 0..self.paths.len() {
+            loop {
+                let Some(p) = self.paths.get(pi) else { break };
+                if p.inflight.lost == 0 {
+                    break;
+                }
+                let (mut psn, end) = p.inflight.range();
+                let mut found = None;
+                let mut waiting = false;
+                while psn != end {
+                    if let Some(s) = p.inflight.slot(psn) {
+                        if s.state == crate::path::inflight::SlotState::Lost {
+                            match self.chunk_status(&s.chunk, now) {
+                                ChunkStatus::Needed => {
+                                    found = Some((psn, s.chunk, true));
+                                    break;
+                                }
+                                ChunkStatus::Done => {
+                                    found = Some((psn, s.chunk, false));
+                                    break;
+                                }
+                                ChunkStatus::Wait => waiting = true,
+                            }
+                        }
+                    }
+                    psn = psn.wrapping_add(1);
+                }
+                let Some((psn, chunk, needed)) = found else {
+                    let _ = waiting;
+                    break;
+                };
+                if let Some(p) = self.paths.get_mut(pi) {
+                    p.inflight.release_lost(psn);
+                }
+                if needed {
+                    return Some(chunk);
+                }
+            }
+        }
+        None
+    }
+
+    fn chunk_status(&self, c: &Chunk, now: Instant) -> ChunkStatus {
+        let Some(q) = self.qps.get(usize::from(c.qp)) else { return ChunkStatus::Done };
+        if q.state != QpState::Active {
+            return ChunkStatus::Done;
+        }
+        if c.resp {
+            if q.resp_acked.get(c.ssn) != Some(false) || q.response(c.msn).is_none() {
+                return ChunkStatus::Done;
+            }
+            return ChunkStatus::Needed;
+        }
+        if q.error.is_some() || q.req_acked.get(c.ssn) != Some(false) {
+            return ChunkStatus::Done;
+        }
+        match q.sq_slot(c.msn) {
+            None => ChunkStatus::Done,
+            Some(w) if w.status.is_some() => ChunkStatus::Done,
+            Some(w) if w.rnr_until.is_some_and(|t| now < t) => ChunkStatus::Wait,
+            Some(_) => ChunkStatus::Needed,
+        }
+    }
+
+    /// The next never-sent segment: responses first, then requests round robin.
+    fn next_new(&self) -> Option<Chunk> {
+        for k in 0..MAX_QPS {
+            let qi = (self.next_qp + k) % MAX_QPS;
+            let Some(q) = self.qps.get(qi) else { continue };
+            if q.state != QpState::Active {
+                continue;
+            }
+            let mut i = q.resp_head;
+            while i != q.resp_tail {
+                if let Some(r) = q.responses.get(i as usize % MAX_RESPONSES) {
+                    if r.sent_segs < r.nsegs {
+                        let ssn = r.ssn_first.wrapping_add(r.sent_segs);
+                        if seq_diff(ssn, q.resp_acked.base()) < REASM_WINDOW as i32 {
+                            return Some(Chunk { qp: qi as u8, resp: true, msn: r.msn, ssn });
+                        }
+                        break;
+                    }
+                }
+                i = i.wrapping_add(1);
+            }
+        }
+        for k in 0..MAX_QPS {
+            let qi = (self.next_qp + k) % MAX_QPS;
+            let Some(q) = self.qps.get(qi) else { continue };
+            if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
+                continue;
+            }
+            let Some(w) = q.sq.get(q.send_msn as usize % MAX_SEND_WR) else { continue };
+            let ssn = w.ssn_first.wrapping_add(q.send_seg);
+            if seq_diff(ssn, q.req_acked.base()) < REASM_WINDOW as i32 {
+                return Some(Chunk { qp: qi as u8, resp: false, msn: w.msn, ssn });
+            }
+        }
+        None
+    }
+
+    fn advance_cursor(&mut self, c: Chunk, retx: bool) {
+        if retx {
+            return;
+        }
+        let Some(q) = self.qps.get_mut(usize::from(c.qp)) else { return };
+        if c.resp {
+            let mut i = q.resp_head;
+            while i != q.resp_tail {
+                if let Some(r) = q.responses.get_mut(i as usize % MAX_RESPONSES) {
+                    if r.msn == c.msn {
+                        r.sent_segs = r.sent_segs.saturating_add(1);
+                        break;
+                    }
+                }
+                i = i.wrapping_add(1);
+            }
+        } else {
+            let nsegs = q.sq.get(q.send_msn as usize % MAX_SEND_WR).map_or(1, |w| w.nsegs);
+            q.send_seg = q.send_seg.saturating_add(1);
+            if q.send_seg >= nsegs {
+                q.send_seg = 0;
+                q.send_msn = q.send_msn.wrapping_add(1);
+            }
+            self.next_qp = (usize::from(c.qp) + 1) % MAX_QPS;
+        }
+    }
+
+    /// Writes the headers for `c` (PSN left 0; patched by the caller).
+    fn build(&self, c: Chunk, path: usize, buf: &mut [u8]) -> Option<(usize, Option<Payload>)> {
+        let mtu = self.cfg.mtu;
+        let qi = usize::from(c.qp);
+        let q = self.qps.get(qi)?;
+        let qp = QpId(qi as u16);
+        let mut flags = 0u8;
+        if self.peer_conn == 0 {
+            flags |= Flags::OPEN;
+        }
+        let (stream, ext, payload) = if c.resp {
+            let (_, r) = q.response(c.msn)?;
+            let seg = c.ssn.wrapping_sub(r.ssn_first);
+            let offset = seg.saturating_mul(mtu);
+            if seg == 0 {
+                flags |= Flags::FIRST;
+            }
+            if seg.saturating_add(1) >= r.nsegs {
+                flags |= Flags::LAST;
+            }
+            let stream = StreamHeader { qpn: q.remote_qpn, msn: r.msn, ssn: c.ssn, offset };
+            if r.atomic {
+                (stream, DataExt::AtomicResp { orig: r.orig, status: r.status }, None)
+            } else {
+                let len = r.len.saturating_sub(offset).min(mtu);
+                let payload = (r.status == crate::wire::Status::Ok && len > 0).then_some(Payload::Mr {
+                    qp,
+                    rkey: r.rkey,
+                    va: r.va.wrapping_add(u64::from(offset)),
+                    len,
+                });
+                (stream, DataExt::ReadResp { total_len: r.len, status: r.status }, payload)
+            }
+        } else {
+            let w = q.sq_slot(c.msn)?;
+            let seg = c.ssn.wrapping_sub(w.ssn_first);
+            let offset = seg.saturating_mul(mtu);
+            if seg == 0 {
+                flags |= Flags::FIRST;
+            }
+            if seg.saturating_add(1) >= w.nsegs {
+                flags |= Flags::LAST;
+                if w.wr.solicited {
+                    flags |= Flags::SOLICITED;
+                }
+            }
+            let wr = &w.wr;
+            let len = wr.len.saturating_sub(offset).min(mtu);
+            let data = Payload::Wr { qp, wr_id: wr.wr_id, offset, len };
+            let data = (len > 0).then_some(data);
+            let stream = StreamHeader { qpn: q.remote_qpn, msn: w.msn, ssn: c.ssn, offset };
+            let (ext, payload) = match wr.opcode {
+                Opcode::Send => (DataExt::Send { rsn: w.rsn, total_len: wr.len, imm: None }, data),
+                Opcode::SendImm => (DataExt::Send { rsn: w.rsn, total_len: wr.len, imm: Some(wr.imm) }, data),
+                Opcode::Write => {
+                    (DataExt::Write { rkey: wr.rkey, va: wr.remote_addr, total_len: wr.len, imm: None }, data)
+                }
+                Opcode::WriteImm => (
+                    DataExt::Write {
+                        rkey: wr.rkey,
+                        va: wr.remote_addr,
+                        total_len: wr.len,
+                        imm: Some((w.rsn, wr.imm)),
+                    },
+                    data,
+                ),
+                Opcode::Read => (DataExt::ReadReq { rkey: wr.rkey, va: wr.remote_addr, len: wr.len }, None),
+                Opcode::CompareSwap => (
+                    DataExt::Atomic { rkey: wr.rkey, va: wr.remote_addr, compare_add: wr.compare_add, swap: Some(wr.swap) },
+                    None,
+                ),
+                Opcode::FetchAdd => (
+                    DataExt::Atomic { rkey: wr.rkey, va: wr.remote_addr, compare_add: wr.compare_add, swap: None },
+                    None,
+                ),
+            };
+            (stream, ext, payload)
+        };
+        let header = Header {
+            ty: ext.packet_type() as u8,
+            flags: Flags(flags),
+            path: path as u8,
+            dst_conn: self.peer_conn,
+            src_conn: self.cfg.local_conn_id,
+            psn: 0,
+        };
+        let len = PacketRepr::Data { header, stream, ext }.emit(buf).ok()?;
+        Some((len, payload))
+    }
+}
+
+enum ChunkStatus {
+    Needed,
+    Done,
+    Wait,
+}

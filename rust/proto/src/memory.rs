@@ -1,0 +1,79 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The boundary to application memory: the core never touches it.
+//!
+//! The driver implements [`Memory`] and passes it to
+//! [`Connection::handle_datagram`](crate::Connection::handle_datagram). Every
+//! call MUST validate before it writes (rkey, protection domain, access flags,
+//! bounds; receive buffer length); a refusal becomes a NAK or an error status.
+//!
+//= Documentation/metaroce/spec.rst#placement
+
+use crate::conn::QpId;
+
+/// Where a payload lands.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Dest {
+    /// Responder memory region (RDMA WRITE): `rkey` and the payload's own address.
+    Remote {
+        /// Remote key from the packet.
+        rkey: u32,
+        /// Address of the first payload byte (message base + offset).
+        va: u64,
+    },
+    /// Responder receive WQE (SEND): the posted receive `wr_id` at `offset`.
+    Recv {
+        /// The receive work request.
+        wr_id: u64,
+        /// Byte offset in its scatter list.
+        offset: u32,
+    },
+    /// Requester local buffer of a READ or atomic work request `wr_id` at `offset`.
+    Local {
+        /// The send work request.
+        wr_id: u64,
+        /// Byte offset in its scatter list.
+        offset: u32,
+    },
+}
+
+/// Why memory refused an operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum MemError {
+    /// Invalid rkey, out of bounds, or access not permitted.
+    Access,
+    /// The request is invalid (e.g. misaligned atomic).
+    Invalid,
+    /// The operation failed for another reason.
+    Operation,
+}
+
+/// Atomic operation on 8 bytes of responder memory.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum AtomicOp {
+    /// Swap in `swap` if the value equals `compare`.
+    CompareSwap {
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+    /// Add `add` (wrapping).
+    FetchAdd {
+        /// Addend.
+        add: u64,
+    },
+}
+
+/// Application memory as the core sees it.
+pub trait Memory {
+    /// Validates and copies `data` to `dest` for local QP `qp`.
+    fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError>;
+
+    /// Validates that `len` bytes at `rkey`/`va` may be read remotely (READ request).
+    /// The bytes are gathered later, when the driver transmits the response.
+    fn check_read(&mut self, qp: QpId, rkey: u32, va: u64, len: u32) -> Result<(), MemError>;
+
+    /// Validates and executes an atomic at `rkey`/`va`; returns the original value.
+    fn atomic(&mut self, qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError>;
+}

@@ -1,0 +1,63 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Paths: each one a UDP source port with its own sequence, window and RTT.
+//!
+//! A connection sprays packets over up to [`MAX_PATHS`](crate::constants::MAX_PATHS)
+//! paths. Each path has its own PSN sequence (never reused), in-flight record,
+//! RTT estimate and loss/ECN counters, so the sender can tell a congested path
+//! from a broken one. A path that keeps timing out is retired: its source port
+//! is re-rolled (a new ECMP route), its window restarts and its unacknowledged
+//! data is retransmitted on whatever path has room.
+//!
+//= Documentation/metaroce/spec.rst#multipath
+
+pub(crate) mod inflight;
+mod rtt;
+
+pub use rtt::RttEstimator;
+
+use crate::timer::Instant;
+use inflight::Inflight;
+
+/// Counters of one path (sender side).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PathStats {
+    /// Data packets sent (first transmissions and retransmissions).
+    pub sent: u64,
+    /// Of those, retransmissions.
+    pub retransmitted: u64,
+    /// Packets acknowledged.
+    pub acked: u64,
+    /// Packets declared lost by a SACK gap.
+    pub lost: u64,
+    /// Retransmission timeouts.
+    pub timeouts: u64,
+    /// ECN-CE marks echoed by the receiver.
+    pub ecn_marks: u64,
+    /// Times the path was retired and its port re-rolled.
+    pub retired: u64,
+}
+
+/// Sender-side state of one path.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct TxPath {
+    pub(crate) sport: u16,
+    pub(crate) inflight: Inflight,
+    pub(crate) rtt: RttEstimator,
+    pub(crate) rto_deadline: Option<Instant>,
+    pub(crate) backoff: u32,
+    pub(crate) consecutive_rto: u32,
+    pub(crate) ce_echo: u16,
+    pub(crate) stats: PathStats,
+}
+
+impl TxPath {
+    pub(crate) fn new(sport: u16, first_psn: u32) -> Self {
+        TxPath { sport, inflight: Inflight::new(first_psn), ..Default::default() }
+    }
+}
+
+/// A UDP source port in the dynamic range 49152..=65535 from 16 random bits.
+pub(crate) fn port_from(r: u32) -> u16 {
+    0xC000 | (r as u16 & 0x3FFF)
+}

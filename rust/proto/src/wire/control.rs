@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Control packets: connection open and close.
+//!
+//! Control extension (after the common header, at byte 16):
+//!
+//! | Offset | Size | Field    | Meaning                     |
+//! |-------:|-----:|----------|-----------------------------|
+//! | 0      | 1    | code     | [`ControlCode`]             |
+//! | 1      | 3    | reserved | zero                        |
+//! | 4      | 4    | value    | code-specific (close reason) |
+//!
+//! A connection needs no handshake: the first data packet carries the `OPEN`
+//! flag and the sender's connection id, so data flows in the first RTT.
+//!
+//= Documentation/metaroce/spec.rst#control
+
+use super::{get_u32, get_u8, put_u32, put_u8, Error, Result};
+use crate::constants::{COMMON_HEADER_LEN, CONTROL_HEADER_LEN};
+
+/// Control operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum ControlCode {
+    /// Opens a connection without data (answered by an ACK).
+    Open = 1,
+    /// Closes the connection; `value` is the reason (0 = normal).
+    Close = 2,
+}
+
+/// The control extension.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Control {
+    /// Operation.
+    pub code: ControlCode,
+    /// Operation-specific value.
+    pub value: u32,
+}
+
+impl Control {
+    const OFF: usize = COMMON_HEADER_LEN;
+    /// Total packet length (common header + extension).
+    pub const TOTAL_LEN: usize = COMMON_HEADER_LEN + CONTROL_HEADER_LEN;
+
+    /// Parses the extension (`buf` starts at the common header).
+    pub fn parse(buf: &[u8]) -> Result<Self> {
+        let code = match get_u8(buf, Self::OFF)? {
+            1 => ControlCode::Open,
+            2 => ControlCode::Close,
+            _ => return Err(Error::Malformed),
+        };
+        Ok(Control { code, value: get_u32(buf, Self::OFF + 4)? })
+    }
+
+    /// Writes the extension; returns the total packet length.
+    pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
+        if buf.len() < Self::TOTAL_LEN {
+            return Err(Error::Truncated);
+        }
+        put_u8(buf, Self::OFF, self.code as u8)?;
+        for i in 1..4 {
+            put_u8(buf, Self::OFF + i, 0)?;
+        }
+        put_u32(buf, Self::OFF + 4, self.value)?;
+        Ok(Self::TOTAL_LEN)
+    }
+}

@@ -1,0 +1,284 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Test harness: two connections joined by a seeded lossy, reordering,
+//! duplicating in-memory link, with a virtual clock and a bounded drive loop.
+
+#![allow(dead_code, unreachable_pub, reason = "shared harness; each test binary uses a subset")]
+
+use metaroce_proto::constants::MIN_TRANSMIT_BUF;
+use metaroce_proto::{
+    AtomicOp, Completion, Config, Connection, Dest, Event, Instant, MemError, Memory, Payload, QpId, WcStatus,
+    WorkRequest,
+};
+use std::collections::HashMap;
+
+/// Deterministic PRNG for the link.
+pub struct TestRng(u64);
+
+impl TestRng {
+    pub fn new(seed: u64) -> Self {
+        TestRng(seed ^ 0x2545_F491_4F6C_DD1D | 1)
+    }
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+    /// True with probability `p_permille / 1000`.
+    pub fn chance(&mut self, p_permille: u32) -> bool {
+        (self.next() % 1000) < u64::from(p_permille)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 { 0 } else { self.next() % n }
+    }
+}
+
+/// Application memory of one node.
+#[derive(Default)]
+pub struct Mem {
+    /// rkey -> (base va, bytes).
+    pub mrs: HashMap<u32, (u64, Vec<u8>)>,
+    /// Receive wr_id -> buffer.
+    pub recv: HashMap<u64, Vec<u8>>,
+    /// Send wr_id -> local buffer (source for SEND/WRITE, sink for READ/atomic).
+    pub local: HashMap<u64, Vec<u8>>,
+    pub placed_bytes: u64,
+    pub atomics_executed: u64,
+}
+
+impl Mem {
+    fn mr_range(&mut self, rkey: u32, va: u64, len: usize) -> Result<&mut [u8], MemError> {
+        let (base, buf) = self.mrs.get_mut(&rkey).ok_or(MemError::Access)?;
+        let off = va.checked_sub(*base).ok_or(MemError::Access)? as usize;
+        let end = off.checked_add(len).ok_or(MemError::Access)?;
+        buf.get_mut(off..end).ok_or(MemError::Access)
+    }
+
+    /// Payload bytes for a transmit.
+    pub fn gather(&mut self, p: &Payload) -> Vec<u8> {
+        match *p {
+            Payload::Wr { wr_id, offset, len, .. } => {
+                let b = &self.local[&wr_id];
+                b[offset as usize..(offset + len) as usize].to_vec()
+            }
+            Payload::Mr { rkey, va, len, .. } => self.mr_range(rkey, va, len as usize).unwrap().to_vec(),
+        }
+    }
+}
+
+impl Memory for Mem {
+    fn place(&mut self, _qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
+        let dst = match dest {
+            Dest::Remote { rkey, va } => self.mr_range(rkey, va, data.len())?,
+            Dest::Recv { wr_id, offset } => {
+                let b = self.recv.get_mut(&wr_id).ok_or(MemError::Invalid)?;
+                b.get_mut(offset as usize..offset as usize + data.len()).ok_or(MemError::Invalid)?
+            }
+            Dest::Local { wr_id, offset } => {
+                let b = self.local.get_mut(&wr_id).ok_or(MemError::Invalid)?;
+                b.get_mut(offset as usize..offset as usize + data.len()).ok_or(MemError::Invalid)?
+            }
+        };
+        dst.copy_from_slice(data);
+        self.placed_bytes += data.len() as u64;
+        Ok(())
+    }
+
+    fn check_read(&mut self, _qp: QpId, rkey: u32, va: u64, len: u32) -> Result<(), MemError> {
+        self.mr_range(rkey, va, len as usize).map(|_| ())
+    }
+
+    fn atomic(&mut self, _qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
+        if va % 8 != 0 {
+            return Err(MemError::Invalid);
+        }
+        let b = self.mr_range(rkey, va, 8)?;
+        let old = u64::from_ne_bytes(b[..8].try_into().unwrap());
+        let new = match op {
+            AtomicOp::CompareSwap { compare, swap } => if old == compare { swap } else { old },
+            AtomicOp::FetchAdd { add } => old.wrapping_add(add),
+        };
+        b.copy_from_slice(&new.to_ne_bytes());
+        self.atomics_executed += 1;
+        Ok(old)
+    }
+}
+
+pub struct Node {
+    pub conn: Box<Connection>,
+    pub mem: Mem,
+    pub completions: Vec<Completion>,
+    pub events: Vec<Event>,
+}
+
+/// Link impairments, in permille, and delays in ns.
+#[derive(Clone, Copy, Debug)]
+pub struct LinkCfg {
+    pub loss: u32,
+    pub dup: u32,
+    pub ce: u32,
+    pub latency: u64,
+    pub jitter: u64,
+}
+
+impl Default for LinkCfg {
+    fn default() -> Self {
+        LinkCfg { loss: 0, dup: 0, ce: 0, latency: 5_000, jitter: 0 }
+    }
+}
+
+struct InFlight {
+    at: u64,
+    seq: u64,
+    to: usize,
+    ce: bool,
+    data: Vec<u8>,
+}
+
+pub struct Pair {
+    pub nodes: [Node; 2],
+    pub now: Instant,
+    pub link: LinkCfg,
+    pub rng: TestRng,
+    queue: Vec<InFlight>,
+    seq: u64,
+    pub sent_packets: u64,
+}
+
+impl Pair {
+    pub fn new(mut cfg: Config, link: LinkCfg, seed: u64) -> Self {
+        let now = Instant::from_nanos(1_000_000);
+        cfg.local_conn_id = 0x1111;
+        cfg.peer_conn_id = 0;
+        let a = Box::new(Connection::new(cfg, now, seed));
+        cfg.local_conn_id = 0x2222;
+        cfg.peer_conn_id = 0x1111;
+        let b = Box::new(Connection::new(cfg, now, seed.wrapping_add(1)));
+        let node = |conn: Box<Connection>| Node { conn, mem: Mem::default(), completions: Vec::new(), events: Vec::new() };
+        Pair { nodes: [node(a), node(b)], now, link, rng: TestRng::new(seed), queue: Vec::new(), seq: 0, sent_packets: 0 }
+    }
+
+    /// Opens QP `qpn` on both sides (node 0's qpn+100 talks to node 1's qpn+200).
+    pub fn open_qp(&mut self, n: u32) -> QpId {
+        let a = self.nodes[0].conn.open_qp(100 + n, 200 + n).unwrap();
+        let b = self.nodes[1].conn.open_qp(200 + n, 100 + n).unwrap();
+        assert_eq!(a, b);
+        a
+    }
+
+    fn flush_tx(&mut self) {
+        let mut buf = vec![0u8; MIN_TRANSMIT_BUF];
+        for i in 0..2 {
+            while let Some(t) = self.nodes[i].conn.poll_transmit(self.now, &mut buf) {
+                let mut pkt = buf[..t.len].to_vec();
+                if let Some(p) = t.payload {
+                    pkt.extend(self.nodes[i].mem.gather(&p));
+                }
+                self.sent_packets += 1;
+                if self.rng.chance(self.link.loss) {
+                    continue;
+                }
+                let copies = if self.rng.chance(self.link.dup) { 2 } else { 1 };
+                for _ in 0..copies {
+                    let at = self.now.as_nanos() + self.link.latency + self.rng.below(self.link.jitter + 1);
+                    let ce = self.rng.chance(self.link.ce);
+                    self.seq += 1;
+                    self.queue.push(InFlight { at, seq: self.seq, to: 1 - i, ce, data: pkt.clone() });
+                }
+            }
+        }
+    }
+
+    fn collect_events(&mut self) {
+        for n in self.nodes.iter_mut() {
+            while let Some(e) = n.conn.poll_event() {
+                match e {
+                    Event::Completion(c) => n.completions.push(c),
+                    other => n.events.push(other),
+                }
+            }
+        }
+    }
+
+    /// Runs one step: transmit, deliver due packets, fire timers, advance the clock.
+    /// Returns false when nothing is pending anywhere.
+    pub fn step(&mut self) -> bool {
+        self.flush_tx();
+        self.collect_events();
+        let now = self.now.as_nanos();
+        let mut due: Vec<InFlight> = Vec::new();
+        let mut i = 0;
+        while i < self.queue.len() {
+            if self.queue[i].at <= now {
+                due.push(self.queue.swap_remove(i));
+            } else {
+                i += 1;
+            }
+        }
+        due.sort_by_key(|p| (p.at, p.seq));
+        let delivered = !due.is_empty();
+        for p in due {
+            let n = &mut self.nodes[p.to];
+            let _ = n.conn.handle_datagram(self.now, p.ce, &p.data, &mut n.mem);
+        }
+        for n in self.nodes.iter_mut() {
+            if n.conn.poll_timeout().is_some_and(|t| t <= self.now) {
+                n.conn.handle_timeout(self.now);
+            }
+        }
+        self.flush_tx();
+        self.collect_events();
+        if delivered {
+            return true;
+        }
+        // Advance the clock to the next thing that happens.
+        let mut next = self.queue.iter().map(|p| p.at).min();
+        for n in self.nodes.iter() {
+            if let Some(t) = n.conn.poll_timeout() {
+                let t = t.as_nanos().max(now + 1);
+                next = Some(next.map_or(t, |x| x.min(t)));
+            }
+        }
+        match next {
+            Some(t) => {
+                self.now = Instant::from_nanos(t.max(now));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Drives until `done` holds; panics after `max_steps` (livelock).
+    pub fn drive_until(&mut self, max_steps: usize, mut done: impl FnMut(&Pair) -> bool) {
+        for _ in 0..max_steps {
+            if done(self) {
+                return;
+            }
+            if !self.step() && done(self) {
+                return;
+            }
+        }
+        assert!(done(self), "no completion after {max_steps} steps (livelock?) at t={:?}", self.now);
+    }
+}
+
+/// A deterministic byte pattern.
+pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
+    let mut r = TestRng::new(seed);
+    (0..len).map(|_| r.next() as u8).collect()
+}
+
+pub fn wr(wr_id: u64, opcode: metaroce_proto::Opcode, len: u32) -> WorkRequest {
+    WorkRequest { wr_id, opcode, len, ..Default::default() }
+}
+
+pub fn ok(c: &Completion) -> bool {
+    c.status == WcStatus::Success
+}
+
+/// Runs `f` on a thread with a large stack: a `Connection` is a few hundred KiB
+/// and unoptimized builds keep several copies on the stack while building one.
+pub fn big_stack<F: FnOnce() + Send + 'static>(f: F) {
+    std::thread::Builder::new().stack_size(256 << 20).spawn(f).unwrap().join().unwrap();
+}
