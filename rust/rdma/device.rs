@@ -245,16 +245,12 @@ impl<T: Driver> Device<T> {
 
     /// Returns the device's name, e.g. `mroce0`.
     pub fn name(&self) -> &CStr {
-        // SAFETY: `dev.kobj.name` of a live ib_device is a NUL-terminated string; the
-        // RDMA core keeps it while the device is live.
-        unsafe {
-            let name = (*self.as_raw()).dev.kobj.name;
-            if name.is_null() {
-                c""
-            } else {
-                CStr::from_char_ptr(name)
-            }
-        }
+        // SAFETY: `name` is an array inside the live device; the RDMA core writes it
+        // NUL-terminated at allocation and rename, under the device's locks.
+        let name = unsafe { &(*self.as_raw()).name };
+        // SAFETY: Same memory viewed as bytes: `c_char` and `u8` have one size and alignment.
+        let bytes = unsafe { core::slice::from_raw_parts(name.as_ptr().cast::<u8>(), name.len()) };
+        CStr::from_bytes_until_nul(bytes).unwrap_or(c"")
     }
 
     /// Returns the netdev bound to port 1, if it is still attached.
@@ -324,7 +320,7 @@ impl<T: Driver> Device<T> {
             for (dst, src) in node_desc.iter_mut().zip(&desc[..n]) {
                 *dst = *src as _;
             }
-            (*ib).node_type = bindings::rdma_node_type_RDMA_NODE_IB_CA as _;
+            (*ib).node_type = bindings::RDMA_NODE_IB_CA as _;
             (*ib).phys_port_cnt = 1;
             (*ib).num_comp_vectors = 1;
             (*ib).local_dma_lkey = 0;
@@ -433,7 +429,7 @@ impl<T: Driver> Registry<T> {
     fn remove(&self, dev: NonNull<Device<T>>) {
         let mut devices = self.devices.lock();
         if let Some(i) = devices.iter().position(|d| d.0 == dev) {
-            devices.swap_remove(i).ok();
+            devices.remove(i).ok();
         }
     }
 
@@ -533,29 +529,29 @@ impl<T: Driver> Adapter<T> {
             attr.vendor_id = a.vendor_id;
             attr.vendor_part_id = a.vendor_part_id;
             attr.hw_ver = a.hw_ver;
-            attr.max_qp = clamp_i32(a.max_qp);
-            attr.max_qp_wr = clamp_i32(a.max_qp_wr);
+            attr.max_qp = a.max_qp;
+            attr.max_qp_wr = a.max_qp_wr;
             attr.device_cap_flags = a.device_cap_flags;
             attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
-            attr.max_send_sge = clamp_i32(a.max_send_sge);
-            attr.max_recv_sge = clamp_i32(a.max_recv_sge);
-            attr.max_sge_rd = clamp_i32(a.max_sge_rd);
-            attr.max_cq = clamp_i32(a.max_cq);
-            attr.max_cqe = clamp_i32(a.max_cqe);
-            attr.max_mr = clamp_i32(a.max_mr);
-            attr.max_pd = clamp_i32(a.max_pd);
-            attr.max_qp_rd_atom = clamp_i32(a.max_qp_rd_atom);
-            attr.max_qp_init_rd_atom = clamp_i32(a.max_qp_init_rd_atom);
-            attr.max_res_rd_atom = clamp_i32(a.max_res_rd_atom);
+            attr.max_send_sge = a.max_send_sge;
+            attr.max_recv_sge = a.max_recv_sge;
+            attr.max_sge_rd = a.max_sge_rd;
+            attr.max_cq = a.max_cq;
+            attr.max_cqe = a.max_cqe;
+            attr.max_mr = a.max_mr;
+            attr.max_pd = a.max_pd;
+            attr.max_qp_rd_atom = a.max_qp_rd_atom;
+            attr.max_qp_init_rd_atom = a.max_qp_init_rd_atom;
+            attr.max_res_rd_atom = a.max_res_rd_atom;
             attr.atomic_cap = if a.atomics {
                 bindings::ib_atomic_cap_IB_ATOMIC_HCA
             } else {
                 bindings::ib_atomic_cap_IB_ATOMIC_NONE
             };
-            attr.max_ah = clamp_i32(a.max_ah);
-            attr.max_srq = clamp_i32(a.max_srq);
-            attr.max_srq_wr = clamp_i32(a.max_srq_wr);
-            attr.max_srq_sge = clamp_i32(a.max_srq_sge);
+            attr.max_ah = a.max_ah;
+            attr.max_srq = a.max_srq;
+            attr.max_srq_wr = a.max_srq_wr;
+            attr.max_srq_sge = a.max_srq_sge;
             attr.max_pkeys = 1;
             attr.local_ca_ack_delay = a.local_ca_ack_delay;
             Ok(0)

@@ -63,7 +63,7 @@ impl<T: LinkOps> Registration<T> {
             _pin: PhantomPinned,
         })
         .pin_chain(|this| {
-            let me = ptr::from_ref(this).cast_mut().cast();
+            let me = ptr::from_ref(&*this).cast_mut().cast();
             REGISTERED
                 .compare_exchange(ptr::null_mut(), me, Ordering::AcqRel, Ordering::Acquire)
                 .map_err(|_| EBUSY)?;

@@ -33,6 +33,7 @@ const GID_TABLE_LEN: u32 = 1024;
 pub(crate) struct MetaRoceDriver;
 
 /// Per-device state.
+#[pin_data]
 pub(crate) struct MetaRoceDevice {
     /// The netdev's MTU, kept current by the netdev notifier.
     netdev_mtu: Atomic<u32>,
@@ -41,11 +42,12 @@ pub(crate) struct MetaRoceDevice {
 }
 
 impl MetaRoceDevice {
-    pub(crate) fn new(netdev: &NetDevice) -> Self {
-        Self {
-            netdev_mtu: Atomic::new(netdev.mtu()),
+    pub(crate) fn new(netdev: &NetDevice) -> impl PinInit<Self, Error> {
+        let mtu = netdev.mtu();
+        try_pin_init!(Self {
+            netdev_mtu: Atomic::new(mtu),
             link_downed: Atomic::new(0),
-        }
+        })
     }
 
     pub(crate) fn set_netdev_mtu(&self, mtu: u32) {
