@@ -146,6 +146,8 @@ pub struct Connection<C: CongestionControl = Aimd> {
     peer_hint_bps: u64,
     conn_rtt: crate::path::RttEstimator,
     next_send_at: Instant,
+    /// `poll_transmit` held data back for pacing.
+    paced: bool,
     consecutive_rto: u32,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
@@ -188,6 +190,7 @@ impl<C: CongestionControl> Connection<C> {
             peer_hint_bps: 0,
             conn_rtt: Default::default(),
             next_send_at: now,
+            paced: false,
             consecutive_rto: 0,
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
@@ -226,6 +229,7 @@ impl<C: CongestionControl> Connection<C> {
         self.peer_hint_bps = 0;
         self.conn_rtt = Default::default();
         self.next_send_at = now;
+        self.paced = false;
         self.consecutive_rto = 0;
         self.rnr_wakeup = None;
         self.naks = [None; MAX_PENDING_NAKS];
@@ -302,6 +306,12 @@ impl<C: CongestionControl> Connection<C> {
     /// Smoothed RTT of `path` in ns (0 before the first sample).
     pub fn path_srtt(&self, path: usize) -> Option<u64> {
         self.paths.get(path).map(|p| p.rtt.srtt_or(0))
+    }
+
+    /// A one-line summary of internal state for debugging tests (std only).
+    #[doc(hidden)]
+    pub fn debug_state(&self) -> DebugState<'_, C> {
+        DebugState(self)
     }
 
     /// Congestion controller.
@@ -436,7 +446,7 @@ impl<C: CongestionControl> Connection<C> {
             t = earliest(t, p.rto_deadline);
         }
         t = earliest(t, self.rnr_wakeup);
-        if self.cfg.pacing && self.has_data_to_send() {
+        if self.paced {
             t = earliest(t, Some(self.next_send_at));
         }
         t
@@ -540,5 +550,27 @@ mod size_tests {
             core::mem::size_of::<super::qp::Qp>(),
             core::mem::size_of::<crate::path::TxPath>()
         );
+    }
+}
+
+/// Formats internal state (see [`Connection::debug_state`]).
+#[doc(hidden)]
+pub struct DebugState<'a, C: CongestionControl>(&'a Connection<C>);
+
+impl<C: CongestionControl> core::fmt::Display for DebugState<'_, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let c = self.0;
+        write!(f, "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
+            c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at)?;
+        for (i, p) in c.paths.iter().enumerate().take(usize::from(c.cfg.paths)) {
+            write!(f, " | p{} rto={:?} fl={} lost={} bytes={} cwnd={}", i, p.rto_deadline, p.inflight.in_flight,
+                p.inflight.lost, p.inflight.bytes_in_flight, c.cc.path_window(i))?;
+        }
+        for (i, q) in c.qps.iter().enumerate().filter(|(_, q)| q.state == QpState::Active) {
+            write!(f, " | q{} head={} send={}/{} next={} req_acked={} resp_rx={} deliver={} req_rx={} resp={}..{} err={:?}",
+                i, q.sq_head, q.send_msn, q.send_seg, q.next_msn, q.req_acked.base(), q.resp_rx.base(),
+                q.deliver_msn, q.req_rx.base(), q.resp_head, q.resp_tail, q.error)?;
+        }
+        Ok(())
     }
 }

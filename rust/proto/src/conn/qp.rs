@@ -205,7 +205,7 @@ impl Qp {
     pub(crate) fn reclaim_responses(&mut self) {
         while self.resp_head != self.resp_tail {
             let Some(r) = self.responses.get(self.resp_head as usize % MAX_RESPONSES) else { break };
-            if r.sent_segs < r.nsegs || self.resp_acked.get(r.last_ssn()) != Some(true) {
+            if r.sent_segs < r.nsegs || crate::psn::seq_diff(self.resp_acked.base(), r.last_ssn()) <= 0 {
                 break;
             }
             self.resp_head = self.resp_head.wrapping_add(1);

@@ -108,7 +108,9 @@ impl<C: CongestionControl> Connection<C> {
         if self.state != ConnState::Open {
             return None;
         }
+        self.paced = false;
         if self.cfg.pacing && now < self.next_send_at {
+            self.paced = self.has_data_to_send();
             return None;
         }
         self.poll_data(now, buf)

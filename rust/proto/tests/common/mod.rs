@@ -259,7 +259,19 @@ impl Pair {
                 return;
             }
         }
-        assert!(done(self), "no completion after {max_steps} steps (livelock?) at t={:?}", self.now);
+        if !done(self) {
+            for (i, n) in self.nodes.iter().enumerate() {
+                eprintln!(
+                    "node {i}: timeout {:?} stats {:?} inflight {} completions {}",
+                    n.conn.poll_timeout(),
+                    n.conn.stats(),
+                    n.conn.bytes_in_flight(),
+                    n.completions.len()
+                );
+                eprintln!("  debug: {}", n.conn.debug_state());
+            }
+            panic!("no completion after {max_steps} steps (livelock?) at t={:?}", self.now);
+        }
     }
 }
 
