@@ -184,11 +184,11 @@ mod tests {
     fn serializes_fifo_and_marks_above_threshold() {
         let mut cfg = LinkConfig::new(8_000_000_000, 1000); // 1 byte/ns
         cfg.ecn_threshold_bytes = 150;
-        cfg.queue_bytes = 400;
+        cfg.queue_bytes = 402;
         let mut l = Link::new(cfg, Rng::new(1));
         let mut arrivals = Vec::new();
         for _ in 0..5 {
-            match l.offer(0, dgram(100 - super::super::datagram::WIRE_OVERHEAD + 34, Ecn::Ect)) {
+            match l.offer(0, dgram(134 - crate::datagram::WIRE_OVERHEAD, Ecn::Ect)) {
                 Outcome::Delivered(v) => arrivals.extend(v.into_iter().map(|(t, d)| (t, d.ecn))),
                 Outcome::Dropped => arrivals.push((0, Ecn::NotEct)),
             }

@@ -100,6 +100,8 @@ pub struct World {
     pub finished_at: Vec<Option<Time>>,
     /// Timer wakeups that asked for a time not in the future (clamped to now + 1 ns).
     pub timer_spins: u64,
+    /// Datagram trace, when enabled with [`World::enable_trace`].
+    pub trace: Option<Vec<String>>,
 }
 
 impl World {
@@ -120,6 +122,34 @@ impl World {
             samples: Vec::new(),
             finished_at: Vec::new(),
             timer_spins: 0,
+            trace: None,
+        }
+    }
+
+    /// Records every datagram sent, dropped and delivered (for debugging a seed).
+    pub fn enable_trace(&mut self) {
+        self.trace = Some(Vec::new());
+    }
+
+    fn log(&mut self, what: &str, d: &Datagram, route: [LinkId; 2]) {
+        if let Some(t) = &mut self.trace {
+            let b = &d.data;
+            let word = |i: usize| b.get(i..i + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+            t.push(format!(
+                "{:>10} {what:<8} {}->{} sport {:5} link {:2} len {:5} type {:#04x} path {:2} psn {:#010x} w16 {:#010x} w20 {:#010x}{}",
+                self.q.now(),
+                d.src,
+                d.dst,
+                d.sport,
+                route[0],
+                b.len(),
+                b.get(1).copied().unwrap_or(0),
+                b.get(3).copied().unwrap_or(0),
+                word(12),
+                word(16),
+                word(20),
+                if d.ecn == crate::datagram::Ecn::Ce { " CE" } else { "" },
+            ));
         }
     }
 
@@ -192,13 +222,22 @@ impl World {
                 if hop as usize >= route.len() {
                     let h = d.dst;
                     let mark = self.progress_mark(h);
+                    self.log("recv", &d, route);
                     self.hosts[h].on_datagram(now, d);
                     self.service_from(h, mark);
                     return;
                 }
-                if let Outcome::Delivered(v) = self.net.links[route[hop as usize]].offer(now, d) {
-                    for (at, d) in v {
-                        self.q.schedule(at, Ev::Arrive { d, route, hop: hop + 1 });
+                let copy = self.trace.is_some().then(|| d.clone());
+                match self.net.links[route[hop as usize]].offer(now, d) {
+                    Outcome::Delivered(v) => {
+                        for (at, d) in v {
+                            self.q.schedule(at, Ev::Arrive { d, route, hop: hop + 1 });
+                        }
+                    }
+                    Outcome::Dropped => {
+                        if let Some(d) = copy {
+                            self.log(if hop == 0 { "DROP-core" } else { "DROP-down" }, &d, route);
+                        }
                     }
                 }
             }
@@ -247,6 +286,7 @@ impl World {
             let done = now + self.net_nic_serialize(d.wire_len());
             self.nic_free_at[h] = done;
             let route = self.net.route(&d);
+            self.log("send", &d, route);
             self.q.schedule(done, Ev::Arrive { d, route, hop: 0 });
         }
         let after = self.host_progress(h);
