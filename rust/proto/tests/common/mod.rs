@@ -144,6 +144,10 @@ pub struct Pair {
     queue: Vec<InFlight>,
     seq: u64,
     pub sent_packets: u64,
+    /// Source ports whose packets (from node 0) vanish: a blackholed route.
+    pub dead_ports: Vec<u16>,
+    /// Drop everything from node 1 (responder unreachable).
+    pub mute_b: bool,
 }
 
 impl Pair {
@@ -156,7 +160,7 @@ impl Pair {
         cfg.peer_conn_id = 0x1111;
         let b = Box::new(Connection::new(cfg, now, seed.wrapping_add(1)));
         let node = |conn: Box<Connection>| Node { conn, mem: Mem::default(), completions: Vec::new(), events: Vec::new() };
-        Pair { nodes: [node(a), node(b)], now, link, rng: TestRng::new(seed), queue: Vec::new(), seq: 0, sent_packets: 0 }
+        Pair { nodes: [node(a), node(b)], now, link, rng: TestRng::new(seed), queue: Vec::new(), seq: 0, sent_packets: 0, dead_ports: Vec::new(), mute_b: false }
     }
 
     /// Opens QP `qpn` on both sides (node 0's qpn+100 talks to node 1's qpn+200).
@@ -176,7 +180,10 @@ impl Pair {
                     pkt.extend(self.nodes[i].mem.gather(&p));
                 }
                 self.sent_packets += 1;
-                if self.rng.chance(self.link.loss) {
+                if self.rng.chance(self.link.loss)
+                    || (i == 0 && self.dead_ports.contains(&t.src_port))
+                    || (i == 1 && self.mute_b)
+                {
                     continue;
                 }
                 let copies = if self.rng.chance(self.link.dup) { 2 } else { 1 };

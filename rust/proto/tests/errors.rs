@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Error paths: retry exhaustion, RNR, remote access errors, path retirement.
+
+mod common;
+
+use common::{big_stack, pattern, wr, LinkCfg, Pair};
+use metaroce_proto::{Config, Event, Opcode, WcStatus, WorkRequest};
+
+fn cfg() -> Config {
+    let mut c = Config::new(1);
+    c.mtu = 1024;
+    c
+}
+
+#[test]
+fn retry_exhaustion_fails_then_flushes() {
+    big_stack(|| {
+        let mut c = cfg();
+        c.paths = 2;
+        c.retry_limit = 2;
+        let mut p = Pair::new(c, LinkCfg::default(), 1);
+        let qp = p.open_qp(0);
+        p.mute_b = true;
+        for id in 1..=3 {
+            p.nodes[0].mem.local.insert(id, pattern(id, 3000));
+            p.nodes[0]
+                .conn
+                .post_send(qp, WorkRequest { rkey: 1, remote_addr: 0, ..wr(id, Opcode::Write, 3000) })
+                .unwrap();
+        }
+        p.nodes[1].mem.mrs.insert(1, (0, vec![0; 4096]));
+        p.drive_until(100_000, |p| p.nodes[0].completions.len() == 3);
+        let c = &p.nodes[0].completions;
+        assert_eq!(c[0].status, WcStatus::RetryExcErr);
+        assert_eq!(c[1].status, WcStatus::WrFlushErr);
+        assert_eq!(c[2].status, WcStatus::WrFlushErr);
+        assert!(p.nodes[0].events.iter().any(|e| matches!(e, Event::QpError { status: WcStatus::RetryExcErr, .. })));
+        assert!(p.nodes[0].events.iter().any(|e| matches!(e, Event::PathRetired { .. })));
+        assert_eq!(p.nodes[0].conn.post_send(qp, wr(9, Opcode::Send, 1)), Err(metaroce_proto::PostError::QpError));
+    });
+}
+
+#[test]
+fn rnr_waits_for_receive_then_completes() {
+    big_stack(|| {
+        let mut p = Pair::new(cfg(), LinkCfg::default(), 2);
+        let qp = p.open_qp(0);
+        let data = pattern(5, 2500);
+        p.nodes[0].mem.local.insert(1, data.clone());
+        p.nodes[0].conn.post_send(qp, wr(1, Opcode::Send, 2500)).unwrap();
+        // No receive posted: the responder NAKs with RNR for a while.
+        for _ in 0..50 {
+            p.step();
+        }
+        assert!(p.nodes[0].completions.is_empty());
+        assert!(p.nodes[1].conn.stats().rx_naked > 0);
+        p.nodes[1].mem.recv.insert(77, vec![0; 4096]);
+        p.nodes[1].conn.post_recv(qp, 77, 4096).unwrap();
+        p.drive_until(100_000, |p| p.nodes[0].completions.len() == 1 && p.nodes[1].completions.len() == 1);
+        assert_eq!(p.nodes[0].completions[0].status, WcStatus::Success);
+        assert_eq!(p.nodes[1].completions[0].byte_len, 2500);
+        assert_eq!(&p.nodes[1].mem.recv[&77][..2500], &data[..]);
+    });
+}
+
+#[test]
+fn rnr_retry_exhaustion() {
+    big_stack(|| {
+        let mut c = cfg();
+        c.rnr_retry = 2;
+        let mut p = Pair::new(c, LinkCfg::default(), 3);
+        let qp = p.open_qp(0);
+        p.nodes[0].mem.local.insert(1, pattern(1, 100));
+        p.nodes[0].conn.post_send(qp, wr(1, Opcode::Send, 100)).unwrap();
+        p.drive_until(100_000, |p| !p.nodes[0].completions.is_empty());
+        assert_eq!(p.nodes[0].completions[0].status, WcStatus::RnrRetryExcErr);
+    });
+}
+
+#[test]
+fn remote_access_error_is_reported() {
+    big_stack(|| {
+        let mut p = Pair::new(cfg(), LinkCfg::default(), 4);
+        let qp = p.open_qp(0);
+        p.nodes[1].mem.mrs.insert(5, (0x1000, vec![0; 1024]));
+        p.nodes[0].mem.local.insert(1, pattern(1, 2048));
+        // Out of bounds write.
+        p.nodes[0]
+            .conn
+            .post_send(qp, WorkRequest { rkey: 5, remote_addr: 0x1000, ..wr(1, Opcode::Write, 2048) })
+            .unwrap();
+        // A READ with a bad rkey would fail too, but is flushed after the first error.
+        p.nodes[0].mem.local.insert(2, vec![0; 8]);
+        p.nodes[0].conn.post_send(qp, WorkRequest { rkey: 6, ..wr(2, Opcode::Read, 8) }).unwrap();
+        p.drive_until(100_000, |p| p.nodes[0].completions.len() == 2);
+        assert_eq!(p.nodes[0].completions[0].status, WcStatus::RemAccessErr);
+        assert_eq!(p.nodes[0].completions[1].status, WcStatus::WrFlushErr);
+    });
+}
+
+#[test]
+fn read_access_error_travels_in_response() {
+    big_stack(|| {
+        let mut p = Pair::new(cfg(), LinkCfg::default(), 5);
+        let qp = p.open_qp(0);
+        p.nodes[0].mem.local.insert(1, vec![0; 64]);
+        p.nodes[0].conn.post_send(qp, WorkRequest { rkey: 9, ..wr(1, Opcode::Read, 64) }).unwrap();
+        p.drive_until(100_000, |p| p.nodes[0].completions.len() == 1);
+        assert_eq!(p.nodes[0].completions[0].status, WcStatus::RemAccessErr);
+    });
+}
+
+#[test]
+fn blackholed_path_is_retired_and_transfer_completes() {
+    big_stack(|| {
+        let mut p = Pair::new(cfg(), LinkCfg::default(), 6);
+        let qp = p.open_qp(0);
+        let dead = p.nodes[0].conn.path_port(3).unwrap();
+        p.dead_ports.push(dead);
+        p.nodes[1].mem.mrs.insert(1, (0, vec![0; 1 << 20]));
+        let data = pattern(9, 1 << 20);
+        p.nodes[0].mem.local.insert(1, data.clone());
+        p.nodes[0]
+            .conn
+            .post_send(qp, WorkRequest { rkey: 1, remote_addr: 0, ..wr(1, Opcode::Write, 1 << 20) })
+            .unwrap();
+        p.drive_until(1_000_000, |p| p.nodes[0].completions.len() == 1);
+        assert_eq!(p.nodes[0].completions[0].status, WcStatus::Success);
+        assert_eq!(p.nodes[1].mem.mrs[&1].1, data);
+        assert_ne!(p.nodes[0].conn.path_port(3), Some(dead));
+        assert!(p.nodes[0].conn.path_stats(3).unwrap().retired >= 1);
+        assert!(p.nodes[0].events.iter().any(|e| matches!(e, Event::PathRetired { path: 3, .. })));
+    });
+}
+
+#[test]
+fn ecn_marks_shrink_windows() {
+    big_stack(|| {
+        let mut p = Pair::new(cfg(), LinkCfg { ce: 300, ..Default::default() }, 7);
+        let qp = p.open_qp(0);
+        p.nodes[1].mem.mrs.insert(1, (0, vec![0; 1 << 18]));
+        p.nodes[0].mem.local.insert(1, pattern(1, 1 << 18));
+        p.nodes[0]
+            .conn
+            .post_send(qp, WorkRequest { rkey: 1, remote_addr: 0, ..wr(1, Opcode::Write, 1 << 18) })
+            .unwrap();
+        p.drive_until(1_000_000, |p| p.nodes[0].completions.len() == 1);
+        let marks: u64 = (0..8).map(|i| p.nodes[0].conn.path_stats(i).unwrap().ecn_marks).sum();
+        assert!(marks > 0);
+        use metaroce_proto::cc::CongestionControl;
+        assert!(p.nodes[0].conn.cc().conn_window() < 128 * 4096);
+    });
+}
+
+#[test]
+fn rate_hint_reaches_sender() {
+    big_stack(|| {
+        let mut c = cfg();
+        c.rate_hint_bps = 1_250_000_000;
+        let mut p = Pair::new(c, LinkCfg::default(), 8);
+        let qp = p.open_qp(0);
+        p.nodes[1].mem.mrs.insert(1, (0, vec![0; 1 << 16]));
+        p.nodes[0].mem.local.insert(1, pattern(1, 1 << 16));
+        p.nodes[0]
+            .conn
+            .post_send(qp, WorkRequest { rkey: 1, remote_addr: 0, ..wr(1, Opcode::Write, 1 << 16) })
+            .unwrap();
+        p.drive_until(100_000, |p| p.nodes[0].completions.len() == 1);
+        assert_eq!(p.nodes[0].conn.peer_rate_hint(), 1_250_000_000);
+    });
+}
