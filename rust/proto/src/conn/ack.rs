@@ -35,22 +35,30 @@ impl<C: CongestionControl> Connection<C> {
             Some(p) => p.inflight.range(),
             None => return,
         };
-        // Newly acknowledged packets, and the largest acknowledged PSN.
+        // Newly acknowledged packets, and the largest acknowledged PSN. Only
+        // PSNs below the cumulative point and set bits are visited.
         let mut largest: Option<u32> = None;
         let mut newest: Option<Sent> = None;
         let mut acked_bytes = 0u32;
         let mut psn = una;
-        while psn != next {
-            if b.acks(psn) == Some(true) {
-                largest = Some(psn);
-                let sent = self.paths.get_mut(pi).and_then(|p| p.inflight.ack(psn));
-                if let Some(s) = sent {
-                    acked_bytes = acked_bytes.saturating_add(u32::from(s.bytes));
-                    newest = Some(s);
-                    self.on_chunk_acked(&s);
+        while psn != next && seq_diff(psn, b.cum_psn) < 0 {
+            self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
+            psn = psn.wrapping_add(1);
+        }
+        if seq_diff(b.cum_psn, una) > 0 {
+            largest = Some(b.cum_psn.wrapping_sub(1));
+        }
+        for (k, byte) in b.sack.iter().enumerate() {
+            let mut bits = *byte;
+            while bits != 0 {
+                let i = bits.trailing_zeros();
+                bits &= bits - 1;
+                let psn = b.cum_psn.wrapping_add((k as u32) * 8 + i);
+                if seq_diff(psn, una) >= 0 && seq_diff(psn, next) < 0 {
+                    largest = Some(psn);
+                    self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
                 }
             }
-            psn = psn.wrapping_add(1);
         }
         let Some(p) = self.paths.get_mut(pi) else { return };
         if let Some(s) = newest {
@@ -96,6 +104,15 @@ impl<C: CongestionControl> Connection<C> {
         self.rearm_rto(pi, now, newest.is_some());
     }
 
+    fn ack_one(&mut self, pi: usize, psn: u32, newest: &mut Option<Sent>, acked_bytes: &mut u32) {
+        let sent = self.paths.get_mut(pi).and_then(|p| p.inflight.ack(psn));
+        if let Some(s) = sent {
+            *acked_bytes = acked_bytes.saturating_add(u32::from(s.bytes));
+            *newest = Some(s);
+            self.on_chunk_acked(&s);
+        }
+    }
+
     /// Re-arms (on progress) or cancels a path's retransmission timer.
     pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
         let (init, min, max) = (self.cfg.rto_initial_ns, self.cfg.rto_min_ns, self.cfg.rto_max_ns);
@@ -118,6 +135,7 @@ impl<C: CongestionControl> Connection<C> {
         if s.chunk.resp {
             q.resp_acked.insert(s.chunk.ssn);
             q.reclaim_responses();
+            self.deliver_mask |= 1 << s.chunk.qp;
         } else {
             q.req_acked.insert(s.chunk.ssn);
         }

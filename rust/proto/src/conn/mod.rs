@@ -19,6 +19,8 @@ pub use rx::RxDrop;
 pub use tx::{Payload, Transmit};
 
 use crate::cc::{Aimd, CongestionControl, Signal};
+const _: () = assert!(MAX_QPS <= 32, "deliver_mask holds one bit per QP");
+
 use crate::constants::{
     MAX_MSG_LEN, MAX_PATHS, MAX_PENDING_EVENTS, MAX_PENDING_NAKS, MAX_QPS, MAX_RECV_WR, MAX_SEND_WR,
 };
@@ -151,6 +153,8 @@ pub struct Connection<C: CongestionControl = Aimd> {
     consecutive_rto: u32,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
+    /// QPs (bit per slot) whose in-order delivery may progress.
+    deliver_mask: u32,
     close_pending: Option<u32>,
     events: [Option<Event>; MAX_PENDING_EVENTS],
     ev_head: usize,
@@ -194,6 +198,7 @@ impl<C: CongestionControl> Connection<C> {
             consecutive_rto: 0,
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
+            deliver_mask: 0,
             close_pending: None,
             events: [None; MAX_PENDING_EVENTS],
             ev_head: 0,
@@ -233,6 +238,7 @@ impl<C: CongestionControl> Connection<C> {
         self.consecutive_rto = 0;
         self.rnr_wakeup = None;
         self.naks = [None; MAX_PENDING_NAKS];
+        self.deliver_mask = 0;
         self.close_pending = None;
         self.events = [None; MAX_PENDING_EVENTS];
         self.ev_head = 0;

@@ -81,8 +81,11 @@ impl<C: CongestionControl> Connection<C> {
         if r.is_err() {
             self.stats.rx_dropped = self.stats.rx_dropped.saturating_add(1);
         }
-        // A delivery may have waited for a free response slot.
-        for i in 0..self.qps.len() {
+        // Deliver where a message completed or a response slot freed up.
+        let mut mask = core::mem::take(&mut self.deliver_mask);
+        while mask != 0 {
+            let i = mask.trailing_zeros() as usize;
+            mask &= mask - 1;
             self.deliver(i, mem);
         }
         r
@@ -294,6 +297,7 @@ impl<C: CongestionControl> Connection<C> {
                 *slot = msg;
             }
         }
+        self.deliver_mask |= 1 << qi;
         Seg::Accepted
     }
 
@@ -388,6 +392,7 @@ impl<C: CongestionControl> Connection<C> {
                 }
                 RxKind::Read | RxKind::Atomic => {
                     if q.responses_full() {
+                        // Retried when the requester acknowledges a response.
                         return;
                     }
                     let mut r = Response {
