@@ -8,7 +8,7 @@
 //! datagrams with [`Endpoint::poll_transmit`] whenever the host NIC is idle.
 
 use crate::clock::Time;
-use crate::datagram::Datagram;
+use crate::datagram::{Datagram, HostId};
 use crate::memory::HostMemory;
 use crate::workload::{FlowLog, FlowSpec};
 
@@ -58,4 +58,7 @@ pub trait Endpoint {
     fn stats(&self) -> EndpointStats;
     /// Completions reported so far (progress for livelock detection).
     fn completions(&self) -> u64;
+    /// Payload bytes placed into this host's memory from packets of `peer`
+    /// (first copies only).
+    fn placed_from(&self, peer: HostId) -> u64;
 }

@@ -122,6 +122,7 @@ pub struct GbnHost {
     rx: BTreeMap<usize, Rx>,
     rr: usize,
     completions: u64,
+    placed: BTreeMap<HostId, u64>,
     stats: EndpointStats,
 }
 
@@ -150,6 +151,7 @@ impl GbnHost {
             rx: BTreeMap::new(),
             rr: 0,
             completions: 0,
+            placed: BTreeMap::new(),
             stats: EndpointStats::default(),
         }
     }
@@ -199,6 +201,7 @@ impl GbnHost {
         if !payload.is_empty() && self.mem.for_conn(0).place(qp, dest, payload).is_err() {
             return;
         }
+        *self.placed.entry(d.src).or_default() += payload.len() as u64;
         r.expected += 1;
         r.nak_sent = false;
         r.since_ack += 1;
@@ -464,5 +467,9 @@ impl Endpoint for GbnHost {
 
     fn completions(&self) -> u64 {
         self.completions
+    }
+
+    fn placed_from(&self, peer: HostId) -> u64 {
+        self.placed.get(&peer).copied().unwrap_or(0)
     }
 }

@@ -37,6 +37,9 @@ pub struct HostConfig {
     pub fair_share_bps: u64,
     /// A sender counts as active for the fair share this long after its last packet.
     pub fair_window_ns: u64,
+    /// Share of the capacity handed out (per mille) while two or more senders
+    /// are active; the rest is headroom that drains a standing queue.
+    pub fair_headroom_permille: u64,
     /// Drop datagrams whose UDP checksum fails (false: hand them to the core).
     pub verify_checksum: bool,
 }
@@ -44,7 +47,14 @@ pub struct HostConfig {
 impl HostConfig {
     /// Defaults around `conn`.
     pub fn new(conn: Config) -> Self {
-        HostConfig { conn, known_peer_ids: true, fair_share_bps: 0, fair_window_ns: 50_000, verify_checksum: true }
+        HostConfig {
+            conn,
+            known_peer_ids: true,
+            fair_share_bps: 0,
+            fair_window_ns: 50_000,
+            fair_headroom_permille: 1000,
+            verify_checksum: true,
+        }
     }
 }
 
@@ -56,6 +66,7 @@ pub fn conn_id(a: HostId, b: HostId) -> u32 {
 struct Peer {
     host: HostId,
     conn: Connection,
+    placed: u64,
 }
 
 struct FlowState {
@@ -125,7 +136,7 @@ impl MetaHost {
         cfg.peer_conn_id = if self.cfg.known_peer_ids { conn_id(peer, self.id) } else { 0 };
         cfg.rate_hint_bps = self.hint;
         let seed = self.seed ^ (self.id as u64) << 40 ^ (peer as u64) << 20;
-        self.peers.push(Peer { host: peer, conn: Connection::new(cfg, ns(now), seed) });
+        self.peers.push(Peer { host: peer, conn: Connection::new(cfg, ns(now), seed), placed: 0 });
         self.peers.len() - 1
     }
 
@@ -211,7 +222,10 @@ impl MetaHost {
         if self.cfg.fair_share_bps == 0 {
             return;
         }
-        let share = self.fair.share_bps(ns(now));
+        let mut share = self.fair.share_bps(ns(now));
+        if self.fair.active(ns(now)) >= 2 {
+            share = share.saturating_mul(self.cfg.fair_headroom_permille) / 1000;
+        }
         if share != self.hint {
             self.hint = share;
             for p in &mut self.peers {
@@ -259,8 +273,10 @@ impl Endpoint for MetaHost {
             self.fair.on_receive(pi, ns(now));
             self.update_hint(now);
         }
+        let before = self.mem.stats.bytes_placed;
         let mut mem = self.mem.for_conn(pi);
         let _ = self.peers[pi].conn.handle_datagram(ns(now), d.ecn == Ecn::Ce, &d.data, &mut mem);
+        self.peers[pi].placed += self.mem.stats.bytes_placed - before;
         self.drain_events(pi, now);
         self.post_work(now);
     }
@@ -328,5 +344,9 @@ impl Endpoint for MetaHost {
 
     fn completions(&self) -> u64 {
         self.completions
+    }
+
+    fn placed_from(&self, peer: HostId) -> u64 {
+        self.peers.iter().find(|p| p.host == peer).map_or(0, |p| p.placed)
     }
 }

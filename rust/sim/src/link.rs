@@ -36,6 +36,8 @@ pub struct LinkConfig {
     pub corrupt: f64,
     /// Extra delay drawn uniformly from `0..=jitter_ns` per datagram (reordering).
     pub jitter_ns: Time,
+    /// Keep the link FIFO despite jitter (variable delay without reordering on this link).
+    pub jitter_fifo: bool,
 }
 
 impl LinkConfig {
@@ -50,6 +52,7 @@ impl LinkConfig {
             dup: 0.0,
             corrupt: 0.0,
             jitter_ns: 0,
+            jitter_fifo: false,
         }
     }
 
@@ -85,6 +88,8 @@ pub struct LinkStats {
     pub corrupted: u64,
     /// Largest backlog seen, bytes.
     pub peak_queue_bytes: u64,
+    /// When a datagram was last offered.
+    pub last_offer_at: Option<Time>,
 }
 
 /// What became of an offered datagram.
@@ -106,13 +111,14 @@ pub struct Link {
     /// Whether the link silently drops everything.
     pub blackholed: bool,
     busy_until: Time,
+    last_arrival: Time,
     rng: Rng,
 }
 
 impl Link {
     /// A link with its own random stream.
     pub fn new(cfg: LinkConfig, rng: Rng) -> Self {
-        Link { cfg, stats: LinkStats::default(), blackholed: false, busy_until: 0, rng }
+        Link { cfg, stats: LinkStats::default(), blackholed: false, busy_until: 0, last_arrival: 0, rng }
     }
 
     /// Bytes waiting to be serialized at `now`.
@@ -124,6 +130,7 @@ impl Link {
     /// Offers `d` to the link at `now`.
     pub fn offer(&mut self, now: Time, mut d: Datagram) -> Outcome {
         self.stats.offered += 1;
+        self.stats.last_offer_at = Some(now);
         if self.blackholed {
             self.stats.blackholed += 1;
             return Outcome::Dropped;
@@ -168,7 +175,12 @@ impl Link {
 
     fn arrival(&mut self) -> Time {
         let jitter = if self.cfg.jitter_ns > 0 { self.rng.below(self.cfg.jitter_ns + 1) } else { 0 };
-        self.busy_until + self.cfg.delay_ns + jitter
+        let mut at = self.busy_until + self.cfg.delay_ns + jitter;
+        if self.cfg.jitter_fifo {
+            at = at.max(self.last_arrival);
+        }
+        self.last_arrival = self.last_arrival.max(at);
+        at
     }
 }
 

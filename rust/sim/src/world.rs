@@ -76,6 +76,8 @@ pub struct Sample {
     pub placed: Vec<u64>,
     /// Backlog of each watched link, bytes.
     pub backlog: Vec<u64>,
+    /// Payload bytes the watched receiver placed from each host so far.
+    pub placed_from: Vec<u64>,
 }
 
 /// Hosts, network and events.
@@ -93,7 +95,9 @@ pub struct World {
     progress: u64,
     last_progress: Time,
     sample_every: Time,
+    sample_until: Time,
     watch: Vec<LinkId>,
+    watch_host: Option<HostId>,
     /// Samples taken so far.
     pub samples: Vec<Sample>,
     /// Time each flow finished (last requester completion), by flow id.
@@ -118,7 +122,9 @@ impl World {
             progress: 0,
             last_progress: 0,
             sample_every: 0,
+            sample_until: 0,
             watch: Vec::new(),
+            watch_host: None,
             samples: Vec::new(),
             finished_at: Vec::new(),
             timer_spins: 0,
@@ -186,9 +192,12 @@ impl World {
         }
     }
 
-    /// Takes a [`Sample`] every `every` ns, including the backlog of `watch`.
-    pub fn sample(&mut self, every: Time, watch: Vec<LinkId>) {
+    /// Takes a [`Sample`] every `every` ns until `until`, including the backlog
+    /// of the links in `watch` and what `receiver` placed from each host.
+    pub fn sample(&mut self, every: Time, until: Time, watch: Vec<LinkId>, receiver: Option<HostId>) {
+        self.watch_host = receiver;
         self.sample_every = every;
+        self.sample_until = until;
         self.watch = watch;
         self.q.schedule(self.now(), Ev::Sample);
     }
@@ -254,9 +263,13 @@ impl World {
                     sent: self.hosts.iter().map(|h| h.stats().payload_bytes).collect(),
                     placed: self.hosts.iter().map(|h| h.memory().stats.bytes_placed).collect(),
                     backlog: self.watch.iter().map(|&l| self.net.links[l].backlog_bytes(now)).collect(),
+                    placed_from: match self.watch_host {
+                        Some(r) => (0..self.hosts.len()).map(|h| self.hosts[r].placed_from(h)).collect(),
+                        None => Vec::new(),
+                    },
                 };
                 self.samples.push(s);
-                if !self.all_finished() {
+                if !self.all_finished() && now + self.sample_every <= self.sample_until {
                     self.q.schedule(now + self.sample_every, Ev::Sample);
                 }
             }
