@@ -20,6 +20,9 @@ struct Op {
     len: u32,
 }
 
+/// Expected receive completion: receive wr_id, bytes, immediate.
+type RecvExp = (u64, Vec<u8>, Option<u32>);
+
 struct Expect {
     send: Vec<Vec<u64>>,
 }
@@ -34,7 +37,7 @@ fn run(ops: &[Op], link: LinkCfg, seed: u64, paths: u8) {
     let qps: Vec<QpId> = (0..nqp).map(|i| p.open_qp(u32::from(i))).collect();
     p.nodes[1].mem.mrs.insert(MR_KEY, (MR_BASE, vec![0u8; MR_LEN]));
     let mut exp = Expect { send: vec![Vec::new(); nqp as usize] };
-    let mut recv_exp: Vec<Vec<(u64, Vec<u8>, Option<u32>)>> = vec![Vec::new(); nqp as usize];
+    let mut recv_exp: Vec<Vec<RecvExp>> = vec![Vec::new(); nqp as usize];
     let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut fetch_total: u64 = 0;
     let mut next_va = MR_BASE + 8;

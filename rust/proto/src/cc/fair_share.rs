@@ -35,10 +35,10 @@ impl<const N: usize> FairShare<N> {
 
     /// Number of senders active at `now`.
     pub fn active(&self, now: Instant) -> u64 {
-        self.last_seen
-            .iter()
-            .filter(|s| s.is_some_and(|t| now.nanos_since(t) <= self.window_ns))
-            .count() as u64
+        self.last_seen.iter().fold(0u64, |n, s| {
+            let active = s.is_some_and(|t| now.nanos_since(t) <= self.window_ns);
+            n.saturating_add(u64::from(active))
+        })
     }
 
     /// Each active sender's share in bytes per second.

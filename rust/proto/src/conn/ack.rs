@@ -8,7 +8,7 @@ use super::qp::QpState;
 use super::rx::RxDrop;
 use super::Connection;
 use crate::cc::{CongestionControl, Signal};
-use crate::constants::{ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS};
+use crate::constants::{ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, MAX_PATHS, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS, SACK_BYTES};
 use crate::event::{Event, WcStatus};
 use crate::path::inflight::Sent;
 use crate::psn::seq_diff;
@@ -48,12 +48,12 @@ impl<C: CongestionControl> Connection<C> {
         if seq_diff(b.cum_psn, una) > 0 {
             largest = Some(b.cum_psn.wrapping_sub(1));
         }
-        for (k, byte) in b.sack.iter().enumerate() {
+        for (k, byte) in (0u32..SACK_BYTES as u32).zip(b.sack.iter()) {
             let mut bits = *byte;
             while bits != 0 {
                 let i = bits.trailing_zeros();
-                bits &= bits - 1;
-                let psn = b.cum_psn.wrapping_add((k as u32) * 8 + i);
+                bits &= bits.wrapping_sub(1);
+                let psn = b.cum_psn.wrapping_add(k.wrapping_mul(8).wrapping_add(i));
                 if seq_diff(psn, una) >= 0 && seq_diff(psn, next) < 0 {
                     largest = Some(psn);
                     self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
@@ -186,21 +186,21 @@ impl<C: CongestionControl> Connection<C> {
     /// Writes an ACK covering every path with news into `buf`.
     pub(crate) fn emit_ack(&mut self, now: Instant, buf: &mut [u8]) -> Option<usize> {
         let mut count = 0usize;
-        let npaths = usize::from(self.cfg.paths).max(MAX_ACK_BLOCKS);
-        for (i, rp) in self.rx_paths.iter_mut().enumerate().take(npaths) {
+        let npaths = MAX_PATHS;
+        for (i, rp) in (0..npaths).zip(self.rx_paths.iter_mut()) {
             if rp.report == 0 || count >= MAX_ACK_BLOCKS {
                 continue;
             }
-            let mut sack = [0u8; crate::constants::SACK_BYTES];
-            for (k, w) in rp.window.words().iter().enumerate() {
-                if let Some(d) = sack.get_mut(k * 8..k * 8 + 8) {
+            let mut sack = [0u8; SACK_BYTES];
+            for (k, w) in (0..SACK_BYTES / 8).zip(rp.window.words().iter()) {
+                if let Some(d) = sack.get_mut(k.wrapping_mul(8)..k.wrapping_mul(8).wrapping_add(8)) {
                     d.copy_from_slice(&w.to_le_bytes());
                 }
             }
             let b = AckBlock { path: i as u8, ce_count: rp.ce_count, cum_psn: rp.window.base(), sack };
             b.emit(buf, count).ok()?;
             rp.report = rp.report.saturating_sub(1);
-            count += 1;
+            count = count.wrapping_add(1);
         }
         let delay = self.ack_since.map_or(0, |t| now.nanos_since(t)) / ACK_DELAY_UNIT_NS;
         let hint = self.local_hint_bps.div_ceil(RATE_HINT_UNIT_BPS);

@@ -24,8 +24,8 @@ impl<C: CongestionControl> Connection<C> {
         self.report_qp_errors();
         if self.ev_len > 0 {
             let e = self.events.get_mut(self.ev_head).and_then(|e| e.take());
-            self.ev_head = (self.ev_head + 1) % MAX_PENDING_EVENTS;
-            self.ev_len -= 1;
+            self.ev_head = self.ev_head.wrapping_add(1) % MAX_PENDING_EVENTS;
+            self.ev_len = self.ev_len.saturating_sub(1);
             if e.is_some() {
                 return e;
             }
@@ -53,10 +53,8 @@ impl<C: CongestionControl> Connection<C> {
                 || w.resp_last_ssn.is_some_and(|l| seq_diff(q.resp_rx.base(), l) > 0);
             let status = if acked && responded {
                 Some(w.status.unwrap_or(WcStatus::Success))
-            } else if let Some(e) = q.error {
-                Some(w.status.unwrap_or(if e == WcStatus::WrFlushErr { e } else { WcStatus::WrFlushErr }))
             } else {
-                None
+                q.error.map(|_| w.status.unwrap_or(WcStatus::WrFlushErr))
             };
             if let Some(status) = status {
                 if status != WcStatus::Success {

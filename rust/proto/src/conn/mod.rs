@@ -121,6 +121,12 @@ pub(crate) fn initial_psn(conn_id: u32, path: usize) -> u32 {
     (x ^ (x >> 31)) as u32
 }
 
+/// Packets needed for `len` bytes at `mtu` bytes each (at least one).
+pub(crate) fn segments(len: u32, mtu: u32) -> u32 {
+    let mtu = mtu.max(1);
+    (len / mtu).wrapping_add(u32::from(!len.is_multiple_of(mtu))).max(1)
+}
+
 /// One MetaRoCE connection (see the crate documentation).
 ///
 /// [`Connection::reset`] re-initializes one in place.
@@ -274,7 +280,7 @@ impl<C: CongestionControl> Connection<C> {
 
     fn learn_peer(&mut self, peer: u32) {
         self.peer_conn = peer;
-        for (i, p) in self.rx_paths.iter_mut().enumerate() {
+        for (i, p) in (0..MAX_PATHS).zip(self.rx_paths.iter_mut()) {
             *p = RxPath { window: SackWindow::new(initial_psn(peer, i)), ..Default::default() };
         }
     }
@@ -316,7 +322,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// A one-line summary of internal state for debugging tests (std only).
     #[doc(hidden)]
-    pub fn debug_state(&self) -> DebugState<'_, C> {
+    pub fn debug_state(&self) -> impl core::fmt::Display + '_ {
         DebugState(self)
     }
 
@@ -327,7 +333,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// Bytes in flight over all paths.
     pub fn bytes_in_flight(&self) -> u64 {
-        self.paths.iter().map(|p| u64::from(p.inflight.bytes_in_flight)).sum()
+        self.paths.iter().fold(0u64, |a, p| a.saturating_add(u64::from(p.inflight.bytes_in_flight)))
     }
 
     /// Sets the fair-share rate (bytes/s, 0 = none) advertised in every ACK.
@@ -349,10 +355,8 @@ impl<C: CongestionControl> Connection<C> {
         if self.qp_by_qpn(local_qpn).is_some() {
             return Err(PostError::Invalid);
         }
-        let (i, q) = self
-            .qps
-            .iter_mut()
-            .enumerate()
+        let (i, q) = (0..MAX_QPS)
+            .zip(self.qps.iter_mut())
             .find(|(_, q)| q.state == QpState::Free)
             .ok_or(PostError::TooManyQps)?;
         *q = Qp { state: QpState::Active, local_qpn, remote_qpn, ..Default::default() };
@@ -367,7 +371,7 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<usize> {
-        self.qps.iter().position(|q| q.state == QpState::Active && q.local_qpn == qpn)
+        (0..MAX_QPS).zip(self.qps.iter()).find(|(_, q)| q.state == QpState::Active && q.local_qpn == qpn).map(|(i, _)| i)
     }
 
     fn active_qp(&mut self, qp: QpId) -> Result<&mut Qp, PostError> {
@@ -392,7 +396,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         let mut wr = wr;
         if wr.opcode.is_atomic() {
-            if wr.remote_addr % 8 != 0 {
+            if wr.remote_addr & 7 != 0 {
                 return Err(PostError::Invalid);
             }
             wr.len = crate::constants::ATOMIC_LEN;
@@ -402,7 +406,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         let nsegs = match wr.opcode {
             Opcode::Read | Opcode::CompareSwap | Opcode::FetchAdd => 1,
-            _ => wr.len.div_ceil(mtu).max(1),
+            _ => segments(wr.len, mtu),
         };
         let msn = q.next_msn;
         let rsn = if wr.opcode.consumes_recv() {
@@ -537,11 +541,32 @@ impl<C: CongestionControl> Connection<C> {
             self.stats.events_dropped = self.stats.events_dropped.saturating_add(1);
             return;
         }
-        let i = (self.ev_head + self.ev_len) % MAX_PENDING_EVENTS;
+        let i = self.ev_head.wrapping_add(self.ev_len) % MAX_PENDING_EVENTS;
         if let Some(s) = self.events.get_mut(i) {
             *s = Some(e);
-            self.ev_len += 1;
+            self.ev_len = self.ev_len.wrapping_add(1);
         }
+    }
+}
+
+/// Formats internal state (see [`Connection::debug_state`]).
+struct DebugState<'a, C: CongestionControl>(&'a Connection<C>);
+
+impl<C: CongestionControl> core::fmt::Display for DebugState<'_, C> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        let c = self.0;
+        write!(f, "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
+            c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at)?;
+        for (i, p) in (0..usize::from(c.cfg.paths)).zip(c.paths.iter()) {
+            write!(f, " | p{} rto={:?} fl={} lost={} bytes={} cwnd={}", i, p.rto_deadline, p.inflight.in_flight,
+                p.inflight.lost, p.inflight.bytes_in_flight, c.cc.path_window(i))?;
+        }
+        for (i, q) in (0..MAX_QPS).zip(c.qps.iter()).filter(|(_, q)| q.state == QpState::Active) {
+            write!(f, " | q{} head={} send={}/{} next={} req_acked={} resp_rx={} deliver={} req_rx={} resp={}..{} err={:?}",
+                i, q.sq_head, q.send_msn, q.send_seg, q.next_msn, q.req_acked.base(), q.resp_rx.base(),
+                q.deliver_msn, q.req_rx.base(), q.resp_head, q.resp_tail, q.error)?;
+        }
+        Ok(())
     }
 }
 
@@ -556,27 +581,5 @@ mod size_tests {
             core::mem::size_of::<super::qp::Qp>(),
             core::mem::size_of::<crate::path::TxPath>()
         );
-    }
-}
-
-/// Formats internal state (see [`Connection::debug_state`]).
-#[doc(hidden)]
-pub struct DebugState<'a, C: CongestionControl>(&'a Connection<C>);
-
-impl<C: CongestionControl> core::fmt::Display for DebugState<'_, C> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        let c = self.0;
-        write!(f, "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
-            c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at)?;
-        for (i, p) in c.paths.iter().enumerate().take(usize::from(c.cfg.paths)) {
-            write!(f, " | p{} rto={:?} fl={} lost={} bytes={} cwnd={}", i, p.rto_deadline, p.inflight.in_flight,
-                p.inflight.lost, p.inflight.bytes_in_flight, c.cc.path_window(i))?;
-        }
-        for (i, q) in c.qps.iter().enumerate().filter(|(_, q)| q.state == QpState::Active) {
-            write!(f, " | q{} head={} send={}/{} next={} req_acked={} resp_rx={} deliver={} req_rx={} resp={}..{} err={:?}",
-                i, q.sq_head, q.send_msn, q.send_seg, q.next_msn, q.req_acked.base(), q.resp_rx.base(),
-                q.deliver_msn, q.req_rx.base(), q.resp_head, q.resp_tail, q.error)?;
-        }
-        Ok(())
     }
 }

@@ -85,7 +85,7 @@ impl<C: CongestionControl> Connection<C> {
         let mut mask = core::mem::take(&mut self.deliver_mask);
         while mask != 0 {
             let i = mask.trailing_zeros() as usize;
-            mask &= mask - 1;
+            mask &= mask.wrapping_sub(1);
             self.deliver(i, mem);
         }
         r
@@ -416,7 +416,7 @@ impl<C: CongestionControl> Connection<C> {
                         }
                     } else {
                         match mem.check_read(qp, m.rkey, m.va, m.len) {
-                            Ok(()) => r.nsegs = m.len.div_ceil(mtu).max(1),
+                            Ok(()) => r.nsegs = super::segments(m.len, mtu),
                             Err(e) => r.status = status_of(e),
                         }
                     }

@@ -87,7 +87,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         self.report_qp_errors();
         if self.ack_pending > 0 && (self.ack_now || self.ack_deadline.is_some_and(|d| now >= d)) {
-            let path = self.ack_path % usize::from(self.cfg.paths);
+            let path = self.ack_path % usize::from(self.cfg.paths).max(1);
             self.ack_path = self.ack_path.wrapping_add(1);
             let len = self.emit_ack(now, buf)?;
             return Some(self.control_transmit(len, path));
@@ -132,12 +132,12 @@ impl<C: CongestionControl> Connection<C> {
 
     /// A path that may carry `bytes` more now (round robin).
     fn pick_path(&self, bytes: u32) -> Option<usize> {
-        let n = usize::from(self.cfg.paths);
+        let n = usize::from(self.cfg.paths).max(1);
         let total = self.bytes_in_flight();
         if total > 0 && total.saturating_add(u64::from(bytes)) > self.cc.conn_window() {
             return None;
         }
-        (0..n).map(|k| (self.next_path + k) % n).find(|&i| {
+        (0..n).map(|k| self.next_path.wrapping_add(k) % n).find(|&i| {
             self.paths.get(i).is_some_and(|p| {
                 let f = &p.inflight;
                 f.has_room()
@@ -167,7 +167,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         let src_port = p.sport;
         self.advance_cursor(chunk, retx);
-        self.next_path = (path + 1) % usize::from(self.cfg.paths);
+        self.next_path = path.wrapping_add(1) % usize::from(self.cfg.paths).max(1);
         self.stats.tx_data = self.stats.tx_data.saturating_add(1);
         self.stats.tx_bytes = self.stats.tx_bytes.saturating_add(u64::from(payload.map_or(0, |p| p.len())));
         self.cc.on_sent(path, bytes, now);
@@ -203,14 +203,9 @@ impl<C: CongestionControl> Connection<C> {
     //= Documentation/metaroce/spec.rst#retransmission
     fn next_lost(&mut self, now: Instant) -> Option<Chunk> {
         for pi in 0..self.paths.len() {
-            loop {
-                let Some(p) = self.paths.get(pi) else { break };
-                if p.inflight.lost == 0 {
-                    break;
-                }
+            while let Some(p) = self.paths.get(pi).filter(|p| p.inflight.lost > 0) {
                 let (mut psn, end) = p.inflight.range();
                 let mut found = None;
-                let mut waiting = false;
                 while psn != end {
                     if let Some(s) = p.inflight.slot(psn) {
                         if s.state == crate::path::inflight::SlotState::Lost {
@@ -223,16 +218,13 @@ impl<C: CongestionControl> Connection<C> {
                                     found = Some((psn, s.chunk, false));
                                     break;
                                 }
-                                ChunkStatus::Wait => waiting = true,
+                                ChunkStatus::Wait => {}
                             }
                         }
                     }
                     psn = psn.wrapping_add(1);
                 }
-                let Some((psn, chunk, needed)) = found else {
-                    let _ = waiting;
-                    break;
-                };
+                let Some((psn, chunk, needed)) = found else { break };
                 if let Some(p) = self.paths.get_mut(pi) {
                     p.inflight.release_lost(psn);
                 }
@@ -269,7 +261,7 @@ impl<C: CongestionControl> Connection<C> {
     /// The next never-sent segment: responses first, then requests round robin.
     fn next_new(&self) -> Option<Chunk> {
         for k in 0..MAX_QPS {
-            let qi = (self.next_qp + k) % MAX_QPS;
+            let qi = self.next_qp.wrapping_add(k) % MAX_QPS;
             let Some(q) = self.qps.get(qi) else { continue };
             if q.state != QpState::Active {
                 continue;
@@ -289,7 +281,7 @@ impl<C: CongestionControl> Connection<C> {
             }
         }
         for k in 0..MAX_QPS {
-            let qi = (self.next_qp + k) % MAX_QPS;
+            let qi = self.next_qp.wrapping_add(k) % MAX_QPS;
             let Some(q) = self.qps.get(qi) else { continue };
             if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
                 continue;
@@ -326,7 +318,7 @@ impl<C: CongestionControl> Connection<C> {
                 q.send_seg = 0;
                 q.send_msn = q.send_msn.wrapping_add(1);
             }
-            self.next_qp = (usize::from(c.qp) + 1) % MAX_QPS;
+            self.next_qp = usize::from(c.qp).wrapping_add(1) % MAX_QPS;
         }
     }
 

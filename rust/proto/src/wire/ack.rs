@@ -87,34 +87,34 @@ pub struct AckBlock {
 }
 
 impl AckBlock {
-    fn offset(i: usize) -> Result<usize> {
+    /// Byte offset of field `field` of block `i`.
+    fn offset(i: usize, field: usize) -> Result<usize> {
         i.checked_mul(ACK_BLOCK_LEN)
-            .and_then(|x| x.checked_add(COMMON_HEADER_LEN + ACK_HEADER_LEN))
+            .and_then(|x| x.checked_add(COMMON_HEADER_LEN + ACK_HEADER_LEN + field))
             .ok_or(Error::Truncated)
     }
 
     /// Parses block `i` (`buf` starts at the common header).
     pub fn parse(buf: &[u8], i: usize) -> Result<Self> {
-        let o = Self::offset(i)?;
         let mut sack = [0u8; SACK_BYTES];
-        let end = o.checked_add(ACK_BLOCK_LEN).ok_or(Error::Truncated)?;
-        sack.copy_from_slice(buf.get(o + 8..end).ok_or(Error::Truncated)?);
+        let start = Self::offset(i, 8)?;
+        let end = Self::offset(i, ACK_BLOCK_LEN)?;
+        sack.copy_from_slice(buf.get(start..end).ok_or(Error::Truncated)?);
         Ok(AckBlock {
-            path: get_u8(buf, o)?,
-            ce_count: get_u16(buf, o + 2)?,
-            cum_psn: get_u32(buf, o + 4)?,
+            path: get_u8(buf, Self::offset(i, 0)?)?,
+            ce_count: get_u16(buf, Self::offset(i, 2)?)?,
+            cum_psn: get_u32(buf, Self::offset(i, 4)?)?,
             sack,
         })
     }
 
     /// Writes block `i` (`buf` starts at the common header).
     pub fn emit(&self, buf: &mut [u8], i: usize) -> Result<()> {
-        let o = Self::offset(i)?;
-        put_u8(buf, o, self.path)?;
-        put_u8(buf, o + 1, 0)?;
-        put_u16(buf, o + 2, self.ce_count)?;
-        put_u32(buf, o + 4, self.cum_psn)?;
-        put(buf, o + 8, &self.sack)
+        put_u8(buf, Self::offset(i, 0)?, self.path)?;
+        put_u8(buf, Self::offset(i, 1)?, 0)?;
+        put_u16(buf, Self::offset(i, 2)?, self.ce_count)?;
+        put_u32(buf, Self::offset(i, 4)?, self.cum_psn)?;
+        put(buf, Self::offset(i, 8)?, &self.sack)
     }
 
     /// Whether `psn` is acknowledged by this block (`None`: beyond the bitmap).
@@ -123,7 +123,7 @@ impl AckBlock {
         if d < 0 {
             return Some(true);
         }
-        let i = d as usize;
+        let i = d as u32 as usize;
         self.sack.get(i / 8).map(|b| b >> (i % 8) & 1 == 1)
     }
 }

@@ -111,6 +111,7 @@ pub struct AckRepr {
 }
 
 /// A decoded packet header of any type.
+#[allow(clippy::large_enum_variant, reason = "a short-lived value; boxing needs alloc")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketRepr {
     /// A data packet; `header.ty` matches `ext`.
@@ -154,7 +155,7 @@ impl PacketRepr {
             PacketType::Ack => {
                 let a = p.ack()?;
                 let mut ack = AckRepr { rate_hint: a.rate_hint, ack_delay: a.ack_delay, count: a.count, ..Default::default() };
-                for (i, b) in ack.blocks.iter_mut().enumerate().take(usize::from(a.count)) {
+                for (i, b) in (0..usize::from(a.count)).zip(ack.blocks.iter_mut()) {
                     *b = p.ack_block(i)?;
                 }
                 PacketRepr::Ack { header, ack }
@@ -186,7 +187,7 @@ impl PacketRepr {
                 }
                 Header { ty: PacketType::Ack as u8, ..*header }.emit(buf)?;
                 AckHeader { rate_hint: ack.rate_hint, ack_delay: ack.ack_delay, count }.emit(buf)?;
-                for (i, b) in ack.blocks.iter().enumerate().take(usize::from(count)) {
+                for (i, b) in (0..usize::from(count)).zip(ack.blocks.iter()) {
                     b.emit(buf, i)?;
                 }
                 Ok(len)

@@ -90,7 +90,7 @@ impl Memory for Mem {
     }
 
     fn atomic(&mut self, _qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
-        if va % 8 != 0 {
+        if va & 7 != 0 {
             return Err(MemError::Invalid);
         }
         let b = self.mr_range(rkey, va, 8)?;
