@@ -14,6 +14,7 @@ use metaroce_sim::scenario::{build_world, incast_network, pair_network, Transpor
 use metaroce_sim::with_stack;
 use metaroce_sim::workload::FlowSpec;
 
+/// spec: MR-CMP-1, MR-CMP-3, MR-CMP-4, MR-CMP-5, MR-ATOM-1, MR-PLC-5
 #[test]
 fn lossless_one_and_eight_paths() {
     with_stack(|| {
@@ -23,10 +24,11 @@ fn lossless_one_and_eight_paths() {
     })
 }
 
+/// spec: MR-SACK-17, MR-RTX-1, MR-RTX-2, MR-CMP-4, MR-CMP-5, MR-ATOM-1
 #[test]
 fn loss_sweep_many_seeds() {
     with_stack(|| {
-        for (loss, seeds) in [(0.001, 4), (0.01, 8), (0.05, 8), (0.20, 4)] {
+        for (loss, seeds) in [(0.001, 6), (0.01, 12), (0.05, 12), (0.20, 6)] {
             for paths in [1, 8] {
                 for seed in 0..seeds {
                     run_pair(paths, Faults { loss, ..Default::default() }, 100 + seed, 24, 48 << 10);
@@ -36,6 +38,7 @@ fn loss_sweep_many_seeds() {
     })
 }
 
+/// spec: MR-CMP-1, MR-CMP-2, MR-CMP-3
 #[test]
 fn heavy_reordering() {
     with_stack(|| {
@@ -48,6 +51,7 @@ fn heavy_reordering() {
     })
 }
 
+/// spec: MR-CMP-5, MR-ATOM-1, MR-SEC-5
 #[test]
 fn duplication_and_corruption() {
     with_stack(|| {
@@ -62,9 +66,29 @@ fn duplication_and_corruption() {
 #[test]
 fn all_faults_together() {
     with_stack(|| {
-        for seed in 0..8 {
+        for seed in 0..16 {
             let f = Faults { loss: 0.03, dup: 0.02, corrupt: 0.02, jitter_ns: 10 * US };
             run_pair(if seed % 2 == 0 { 8 } else { 3 }, f, 600 + seed, 24, 48 << 10);
+        }
+    })
+}
+
+/// spec: MR-VAL-1, MR-PLC-1
+/// Random path counts (1..=16), fault mixes and message mixes.
+/// spec: MR-CMP-4, MR-CMP-5, MR-ATOM-1
+#[test]
+fn random_configurations() {
+    with_stack(|| {
+        for seed in 0..32u64 {
+            let mut r = metaroce_sim::rng::Rng::derive(seed, 0xC0F);
+            let paths = 1 + r.below(16) as u8;
+            let f = Faults {
+                loss: [0.0, 0.001, 0.01, 0.05, 0.1][r.below(5) as usize],
+                dup: [0.0, 0.01, 0.05][r.below(3) as usize],
+                corrupt: [0.0, 0.01][r.below(2) as usize],
+                jitter_ns: [0, 2 * US, 10 * US][r.below(3) as usize],
+            };
+            run_pair(paths, f, 1500 + seed, 8 + r.below(24) as usize, 1 + r.below(96 << 10) as u32);
         }
     })
 }
@@ -87,6 +111,7 @@ fn corruption_without_checksum_never_panics() {
     })
 }
 
+/// spec: MR-PATH-5, MR-PATH-6, MR-PATH-7, MR-RTX-7
 #[test]
 fn blackholed_path_mid_transfer() {
     with_stack(|| {
@@ -115,6 +140,7 @@ fn blackhole_then_recovery() {
     })
 }
 
+/// spec: MR-RTX-5, MR-RTX-8
 #[test]
 fn single_path_outage_recovers() {
     // One path only, down for 3 ms: the core must ride it out (retries with
@@ -127,6 +153,7 @@ fn single_path_outage_recovers() {
     })
 }
 
+/// spec: MR-RTX-8, MR-CMP-6
 #[test]
 fn dead_network_fails_with_retry_exceeded_not_livelock() {
     // Every path down for good: the work requests must fail (RETRY_EXC_ERR),
@@ -146,6 +173,7 @@ fn dead_network_fails_with_retry_exceeded_not_livelock() {
     })
 }
 
+/// spec: MR-CONN-5, MR-CONN-7, MR-CONN-8
 #[test]
 fn unknown_peer_ids_open_handshake_under_loss() {
     with_stack(|| {
@@ -166,7 +194,14 @@ fn unknown_peer_ids_open_handshake_under_loss() {
 fn incast_sixteen_to_one() {
     with_stack(|| {
         for seed in 0..2 {
-            let mut w = build_world(incast_network(16, 8), Transport::meta(8), 1300 + seed);
+            let mut net = incast_network(16, 8);
+            if seed == 1 {
+                // Random loss on top of congestion drops.
+                for p in &mut net.paths {
+                    p.loss = 0.01;
+                }
+            }
+            let mut w = build_world(net, Transport::meta(8), 1300 + seed);
             for s in 1..=16 {
                 w.add_flow(FlowSpec::writes(s, 0, 8, 32 << 10, true));
             }
@@ -176,6 +211,7 @@ fn incast_sixteen_to_one() {
     })
 }
 
+/// spec: MR-CONN-6, MR-CMP-1, MR-CMP-4
 #[test]
 fn many_qps_on_one_connection() {
     with_stack(|| {
