@@ -205,7 +205,7 @@ impl Memory for ConnMemory<'_> {
     }
 
     fn atomic(&mut self, _qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
-        if va % 8 != 0 {
+        if !va.is_multiple_of(8) {
             return Err(MemError::Invalid);
         }
         let r = self.mem.regions.get_mut(&rkey).ok_or(MemError::Access)?;

@@ -30,6 +30,7 @@ const NOTES: &str = "\
   every 4-RTT window has Jain >= 0.9 over bytes placed per sender, while all senders are active;
   'queue drained after' = time after which the downlink backlog stays <= 200 KiB (2x the ECN
   threshold) while all senders are active; RTT = 8.7 us.
+- GBN 8 paths / 1 path: the fabric's path count; the baseline's fixed source port pins each QP to one.
 - GBN: IBTA go-back-N as rdma_rxe does it: one NAK per gap (no new NAK until the gap fills), so a
   lost retransmission waits for the timeout. DCQCN: CNP per CE packet (at most 1 per 50 us per QP),
   alpha g = 1/256, 55 us timers, 5 fast-recovery stages.
