@@ -4,7 +4,8 @@
 # Everything downloaded or built lives in $METAROCE_CACHE, outside the repository,
 # so a fresh clone reuses it and `git clean` never throws a kernel build away.
 
-METAROCE_CACHE=${METAROCE_CACHE:-/var/cache/metaroce}
+# Not under /var/cache: virtme-ng mounts a tmpfs there in the guest.
+METAROCE_CACHE=${METAROCE_CACHE:-/opt/metaroce}
 TOOLS_DIR=$METAROCE_CACHE/tools
 VENV_DIR=$METAROCE_CACHE/venv
 KERNEL_SERIES=7.3

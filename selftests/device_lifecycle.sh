@@ -35,7 +35,7 @@ delete_pair() {
 test_create_query() {
 	create_pair || { fail "rdma link add failed"; return; }
 	busywait 5000 rdma_dev_exists mroce0 || { fail "mroce0 not registered"; return; }
-	rdma link show mroce0/1 | grep -q 'netdev vethA' || { fail "mroce0 not bound to vethA"; return; }
+	ip netns exec "$NSA" rdma link show mroce0/1 | grep -q "netdev vethA" || { fail "mroce0 not bound to vethA: $(ip netns exec "$NSA" rdma link show mroce0/1)"; return; }
 	busywait 5000 sh -c '[ "$(rdma link show mroce1/1 | sed -n "s/.* state \([A-Z_]*\).*/\1/p")" = ACTIVE ]' \
 		|| { fail "mroce1 not ACTIVE: $(rdma link show mroce1/1)"; return; }
 	ibv_devices | grep -q mroce0 || { fail "ibv_devices does not list mroce0"; return; }
