@@ -3,7 +3,8 @@
 #
 # `make check`: every test of the project, bottom layer first, with one summary.
 #   1. layering lint: no `unsafe` and no `bindings::` in the driver crate
-#   2. the protocol core's and simulator's cargo tests (unit, property, simulation)
+#   2. the protocol core's and simulator's cargo tests (unit, property, simulation),
+#      then every fuzz target for a short while from the committed seeds
 #   3. metaroce.ko builds against the test kernel (warning-free)
 #   4. the selftests in the VM (kselftest/KTAP), failing on any kernel splat or leak
 set -uo pipefail
@@ -35,6 +36,7 @@ lint_layers() {
 
 run_step "layering lint (drivers/ is safe Rust)" lint_layers
 run_step "cargo test (protocol core, simulator)" cargo test --workspace --quiet
+run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20
 if run_step "build metaroce.ko" make --no-print-directory modules; then
 	run_step "VM selftests" selftests/run.sh
 else

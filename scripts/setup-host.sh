@@ -65,6 +65,12 @@ if ! fresh bindgen || [ ! -x "$TOOLS_DIR/bin/bindgen" ]; then
 	done_ bindgen
 fi
 
+if ! fresh cargo-fuzz || [ ! -x "$TOOLS_DIR/bin/cargo-fuzz" ]; then
+	log "cargo install cargo-fuzz"
+	cargo install --quiet cargo-fuzz --locked --root "$TOOLS_DIR"
+	done_ cargo-fuzz
+fi
+
 if ! fresh venv || [ ! -x "$VENV_DIR/bin/vng" ]; then
 	log "virtme-ng in $VENV_DIR"
 	/usr/bin/python3 -m venv "$VENV_DIR"
