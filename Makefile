@@ -4,6 +4,7 @@
 #   make demo       the main job: build, boot the VM, create devices, show them
 #   make check      everything: core tests, module build, VM selftests
 #   make sim        the deterministic simulator's results table
+#   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios
 #   make vm CMD=..  run one command in the test VM (tools/vm-run)
 #   make clean
 #
@@ -18,7 +19,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check test-core test-vm sim vm clean
+.PHONY: all modules setup kernel demo check test-core test-vm sim bench vm clean
 all: modules
 
 setup:
@@ -36,7 +37,10 @@ demo: modules
 test-core: setup
 	cargo test --workspace --quiet
 
-test-vm: modules
+test-bench: modules
+	@tools/bench
+
+vm: modules
 	@selftests/run.sh
 
 check: setup
@@ -44,6 +48,9 @@ check: setup
 
 sim: setup
 	cargo run --release --quiet -p metaroce-sim --bin sim-report
+
+bench: modules
+	@tools/bench
 
 vm: modules
 	@tools/vm-run '$(CMD)'

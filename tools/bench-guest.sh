@@ -1,0 +1,140 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs INSIDE the test VM (see tools/bench): metaroce and rdma_rxe side by side on the
+# same machine, each on its own veth pair between the same two namespaces (the two
+# drivers share the Soft-RoCE driver id, so they must not share a netdev), and prints
+# one line per measurement:
+#   RESULT|<test>|<driver>|<value>|<unit>
+# Values are perftest's: Gb/s for bandwidth (BW average), usec for latency.
+#   tools/bench-guest.sh [--quick]
+
+. "$(dirname "$0")/../selftests/lib.sh"
+
+QUICK=0
+[ "${1:-}" = --quick ] && QUICK=1
+DURATION=${BENCH_DURATION:-4}
+[ $QUICK = 1 ] && DURATION=2
+
+setup() {
+	modprobe -a rdma_rxe sch_netem 2>/dev/null
+	load_metaroce || return 1
+	setup_ns NSA NSB || return 1
+	# metaroce: vethA/vethB, 198.18.0.0/24 (lib.sh's veth_pair)
+	veth_pair "$NSA" "$NSB" || return 1
+	# rxe: vethC/vethD, 198.19.0.0/24
+	ip link add vethC netns "$NSA" type veth peer name vethD netns "$NSB" || return 1
+	ip -n "$NSA" addr add 198.19.0.1/24 dev vethC
+	ip -n "$NSB" addr add 198.19.0.2/24 dev vethD
+	ip -n "$NSA" link set vethC up
+	ip -n "$NSB" link set vethD up
+	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA || return 1
+	ip netns exec "$NSB" rdma link add mroce1 type metaroce netdev vethB || return 1
+	ip netns exec "$NSA" rdma link add rxe0 type rxe netdev vethC || return 1
+	ip netns exec "$NSB" rdma link add rxe1 type rxe netdev vethD || return 1
+	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q ::ffff:198.18.0.1" || return 1
+	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d rxe0 | grep -q ::ffff:198.19.0.1" || return 1
+}
+
+set_mtu() {
+	local mtu=$1 dev
+	for dev in vethA vethC; do ip -n "$NSA" link set "$dev" mtu "$mtu"; done
+	for dev in vethB vethD; do ip -n "$NSB" link set "$dev" mtu "$mtu"; done
+}
+
+# netem IMPAIRMENT: impair the requester's egress (data), not the ACKs, on both pairs.
+netem() {
+	local dev
+	for dev in vethA vethC; do
+		if [ "$1" = none ]; then
+			tc -n "$NSA" qdisc del dev "$dev" root 2>/dev/null
+		else
+			tc -n "$NSA" qdisc replace dev "$dev" root netem $1 limit 100000
+		fi
+	done
+}
+
+# gid_index DEV NS: the GID index of the IPv4-mapped RoCE v2 GID.
+gid_index() {
+	local dev=$1 ns=$2 f
+	for f in /sys/class/infiniband/"$dev"/ports/1/gids/*; do
+		case "$(cat "$f")" in 0000:0000:0000:0000:0000:ffff:*) basename "$f"; return;; esac
+	done
+	echo 1
+}
+
+# run TEST DRIVER TOOL ARGS...: server in NSB, client in NSA; prints a RESULT line.
+run() {
+	local test=$1 driver=$2 tool=$3; shift 3
+	local cdev sdev dst to=$((DURATION * 6 + 30)) line value unit
+	case $driver in
+	metaroce) cdev=mroce0 sdev=mroce1 dst=198.18.0.2;;
+	rxe) cdev=rxe0 sdev=rxe1 dst=198.19.0.2;;
+	esac
+	ip netns exec "$NSB" timeout $to "$tool" -d "$sdev" -x "$(gid_index "$sdev")" -F "$@" \
+		> /tmp/bench-srv.out 2>&1 &
+	local spid=$!
+	busywait 10000 sh -c "ip netns exec $NSB ss -Hltn 'sport = :18515' | grep -q 18515"
+	ip netns exec "$NSA" timeout $to "$tool" -d "$cdev" -x "$(gid_index "$cdev")" -F "$@" "$dst" \
+		> /tmp/bench-cli.out 2>&1
+	local crc=$?
+	wait $spid
+	line=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/bench-cli.out | tail -1)
+	case $tool in
+	*_bw)
+		# #bytes #iterations BW_peak BW_average MsgRate
+		value=$(echo "$line" | awk '{print $4}') unit=Gb/s;;
+	*_lat)
+		# #bytes #iter t_min t_max t_typical t_avg t_stdev 99% 99.9%
+		if [ "$test" != "${test%p99*}" ]; then
+			value=$(echo "$line" | awk '{print $8}')
+		else
+			value=$(echo "$line" | awk '{print $5}')
+		fi
+		unit=usec;;
+	esac
+	if [ $crc -ne 0 ] || [ -z "$value" ]; then
+		echo "# $test $driver failed (exit $crc): $(tail -3 /tmp/bench-cli.out | tr '\n' ' ')"
+		value=- 
+	fi
+	echo "RESULT|$test|$driver|$value|$unit"
+	sleep 0.5
+}
+
+both() {
+	run "$1" metaroce "${@:2}"
+	run "$1" rxe "${@:2}"
+}
+
+if ! setup; then
+	echo "# bench setup failed"
+	exit 1
+fi
+echo "# preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), duration ${DURATION}s"
+
+SIZES="4096 65536 1048576"
+MTUS="1500 9000"
+[ $QUICK = 1 ] && SIZES="65536" MTUS="1500"
+for mtu in $MTUS; do
+	set_mtu "$mtu"
+	for op in write read send; do
+		for s in $SIZES; do
+			both "ib_${op}_bw ${s}B mtu$mtu" "ib_${op}_bw" --report_gbits -s "$s" -D "$DURATION"
+		done
+	done
+done
+set_mtu 1500
+both "ib_write_lat 2B typical" ib_write_lat -s 2 -n 2000
+both "ib_write_lat 2B p99" ib_write_lat -s 2 -n 2000
+both "ib_send_lat 2B typical" ib_send_lat -s 2 -n 2000
+both "ib_send_lat 2B p99" ib_send_lat -s 2 -n 2000
+for imp in "loss 0.1%" "loss 1%" "delay 100us reorder 95%"; do
+	[ $QUICK = 1 ] && [ "$imp" != "loss 1%" ] && continue
+	netem "$imp"
+	both "ib_write_bw 65536B $imp" ib_write_bw --report_gbits -s 65536 -D "$DURATION"
+	netem none
+done
+# Delete the devices before their netdevs: rdma_rxe's netdev notifier would otherwise
+# take the metaroce devices for its own on NETDEV_UNREGISTER.
+for dev in mroce0 mroce1 rxe0 rxe1; do rdma link del "$dev"; done
+cleanup_all_ns
