@@ -37,10 +37,7 @@ demo: modules
 test-core: setup
 	cargo test --workspace --quiet
 
-test-bench: modules
-	@tools/bench
-
-vm: modules
+test-vm: modules
 	@selftests/run.sh
 
 check: setup
