@@ -17,6 +17,8 @@ pub fn inst(c: &mut Connection, buf: &mut [u8], d: &[u8], now: Instant, w: WorkR
     let _ = c.post_send(QpId(0), w);
     let _ = c.post_recv(QpId(1), 5, 6);
     let _ = c.open_qp(1, 2);
+    let _ = c.open_qp_psn(3, 4, 5, 6);
+    let _ = c.qp_to_error(QpId(2));
     c.close(0);
     let mut n: u64 = 0;
     while let Some(t) = c.poll_transmit(now, buf) { n = n.wrapping_add(t.len as u64); }

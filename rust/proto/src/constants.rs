@@ -57,6 +57,10 @@ pub const MIN_TRANSMIT_BUF: usize = MAX_ACK_LEN;
 /// by at most [`SACK_BITS`], so anything further is forged or corrupt.
 pub const PSN_ACCEPT_WINDOW: u32 = 2 * SACK_BITS as u32;
 
+/// A receiver accepts a data PSN at most this far before its cumulative PSN
+/// (a late packet whose data may still be new); older PSNs are stale.
+pub const PSN_BEHIND_WINDOW: u32 = SACK_BITS as u32;
+
 /// Segments in the per-QP reassembly window (stream segment numbers).
 ///
 /// A sender MUST NOT send a segment whose SSN is this far or more beyond its

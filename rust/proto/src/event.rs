@@ -12,6 +12,9 @@ pub enum WcStatus {
     Success,
     /// `IBV_WC_LOC_LEN_ERR`: a received SEND exceeded the receive buffer.
     LocLenErr,
+    /// `IBV_WC_LOC_PROT_ERR`: the driver refused to place a READ or atomic
+    /// response into the work request's local buffer.
+    LocProtErr,
     /// `IBV_WC_REM_ACCESS_ERR`: the responder refused the rkey, bounds or access.
     RemAccessErr,
     /// `IBV_WC_REM_INV_REQ_ERR`: the responder found the request invalid.

@@ -108,6 +108,17 @@ impl<const WORDS: usize> SeqWindow<WORDS> {
         self.insert(seq)
     }
 
+    /// Moves the cumulative point forward to `seq` (forgetting the holes it
+    /// passes, keeping what was recorded beyond it). Returns whether it moved.
+    pub(crate) fn advance_to(&mut self, seq: u32) -> bool {
+        let d = seq_diff(seq, self.base);
+        if d <= 0 {
+            return false;
+        }
+        self.shift(d as u32);
+        true
+    }
+
     /// Advances over the recorded prefix.
     fn advance(&mut self) {
         let mut n = 0u32;

@@ -39,7 +39,7 @@ fn packets() -> Vec<(&'static str, Vec<u8>)> {
     let others = [
         ("ack", PacketRepr::Ack { header: h, ack }),
         ("nak", PacketRepr::Nak { header: h, nak: Nak { path: 1, code: NakCode::Rnr, rnr_timer: 2, psn: 42, qpn: 2, msn: 0, ssn: 0 } }),
-        ("close", PacketRepr::Control { header: h, control: Control { code: ControlCode::Close, value: 0 } }),
+        ("close", PacketRepr::Control { header: h, control: Control { code: ControlCode::Close, path: 0, value: 0 } }),
     ];
     for (name, r) in others {
         let mut b = vec![0u8; 1024];

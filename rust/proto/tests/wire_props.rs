@@ -73,8 +73,11 @@ fn repr() -> impl Strategy<Value = PacketRepr> {
                 header: Header { ty: 0x11, ..h },
                 nak: Nak { path, code, rnr_timer, psn, qpn, msn, ssn }
             }),
-        (header(), prop_oneof![Just(ControlCode::Open), Just(ControlCode::Close)], any::<u32>()).prop_map(
-            |(h, code, value)| PacketRepr::Control { header: Header { ty: 0x12, ..h }, control: Control { code, value } }
+        (header(), prop_oneof![Just(ControlCode::Open), Just(ControlCode::Close), Just(ControlCode::PathFloor)], any::<u8>(), any::<u32>()).prop_map(
+            |(h, code, path, value)| {
+                let path = if code == ControlCode::PathFloor { path } else { 0 };
+                PacketRepr::Control { header: Header { ty: 0x12, ..h }, control: Control { code, path, value } }
+            }
         ),
     ]
 }

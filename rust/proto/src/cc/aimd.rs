@@ -57,6 +57,33 @@ impl AimdConfig {
     }
 }
 
+impl AimdConfig {
+    /// The same configuration for segments of `mss` bytes: every window
+    /// keeps its size in segments (factors are unchanged).
+    pub fn rescaled(self, mss: u32) -> Self {
+        let mss = mss.max(1);
+        let old = u64::from(self.mss.max(1));
+        if u64::from(mss) == old {
+            return self;
+        }
+        let scale64 = |v: u64| {
+            let q = v.saturating_mul(u64::from(mss)) / old;
+            if v > 0 { q.max(1) } else { 0 }
+        };
+        let scale32 = |v: u32| u32::try_from(scale64(u64::from(v))).unwrap_or(u32::MAX);
+        AimdConfig {
+            mss,
+            init_path_cwnd: scale32(self.init_path_cwnd),
+            min_path_cwnd: scale32(self.min_path_cwnd),
+            max_path_cwnd: scale32(self.max_path_cwnd),
+            init_conn_cwnd: scale64(self.init_conn_cwnd),
+            min_conn_cwnd: scale64(self.min_conn_cwnd),
+            max_conn_cwnd: scale64(self.max_conn_cwnd),
+            ..self
+        }
+    }
+}
+
 impl Default for AimdConfig {
     fn default() -> Self {
         Self::for_mss(4096)

@@ -74,6 +74,11 @@ impl<C: CongestionControl> Connection<C> {
             self.cc.on_ack(pi, acked_bytes, srtt, now);
         }
         let Some(p) = self.paths.get_mut(pi) else { return };
+        // The peer's cumulative PSN, forward only (ACKs may be reordered);
+        // never beyond what was sent.
+        if seq_diff(b.cum_psn, p.peer_cum) > 0 && seq_diff(b.cum_psn, next) <= 0 {
+            p.peer_cum = b.cum_psn;
+        }
         // ECN echo: count new CE marks (tolerating reordered ACKs).
         let ce = b.ce_count.wrapping_sub(p.ce_echo) as i16;
         let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
@@ -148,7 +153,9 @@ impl<C: CongestionControl> Connection<C> {
         if pi >= usize::from(self.cfg.paths) {
             return;
         }
-        let Some(s) = self.paths.get(pi).and_then(|p| p.inflight.get(nak.psn)).copied() else { return };
+        // Only unresolved packets: a duplicated or late NAK for a packet that
+        // was acknowledged or whose data was already handed on does nothing.
+        let Some(s) = self.paths.get(pi).and_then(|p| p.inflight.get_unresolved(nak.psn)).copied() else { return };
         if s.chunk.resp || s.chunk.ssn != nak.ssn || s.chunk.msn != nak.msn {
             return;
         }
@@ -162,13 +169,23 @@ impl<C: CongestionControl> Connection<C> {
         let Some(w) = q.sq_slot_mut(s.chunk.msn) else { return };
         let err = match nak.code {
             NakCode::Rnr => {
-                w.rnr_count = w.rnr_count.saturating_add(1);
+                // One RNR episode per work request and wake-up: NAKs for
+                // packets sent before the episode began (the other segments
+                // of the same burst) do not count again.
+                //= Documentation/metaroce/spec.rst#rnr
+                let same_episode = w.rnr_since.is_some_and(|t| s.sent_at < t);
+                if !same_episode {
+                    w.rnr_count = w.rnr_count.saturating_add(1);
+                    w.rnr_since = Some(now);
+                }
                 if rnr_retry != 7 && w.rnr_count > rnr_retry {
                     Some(WcStatus::RnrRetryExcErr)
                 } else {
                     let delay = u64::from(nak.rnr_timer.max(1)).saturating_mul(RNR_TIMER_UNIT_NS);
                     let until = now.add_nanos(delay);
-                    w.rnr_until = Some(until);
+                    if w.rnr_until.is_none_or(|t| t < until) {
+                        w.rnr_until = Some(until);
+                    }
                     self.rnr_wakeup = crate::timer::earliest(self.rnr_wakeup, Some(until));
                     None
                 }
@@ -181,6 +198,22 @@ impl<C: CongestionControl> Connection<C> {
             w.status.get_or_insert(e);
             q.fail(e);
         }
+    }
+
+    /// The earliest RNR hold that has not expired at `now`, over every
+    /// outstanding work request (the RNR timer to arm next).
+    pub(crate) fn next_rnr_wakeup(&self, now: Instant) -> Option<Instant> {
+        let mut t = None;
+        for q in self.qps.iter().filter(|q| q.state == QpState::Active && q.error.is_none()) {
+            let mut msn = q.sq_head;
+            while msn != q.next_msn {
+                if let Some(u) = q.sq_slot(msn).and_then(|w| w.rnr_until).filter(|u| *u > now) {
+                    t = crate::timer::earliest(t, Some(u));
+                }
+                msn = msn.wrapping_add(1);
+            }
+        }
+        t
     }
 
     /// Writes an ACK covering every path with news into `buf`.
@@ -211,7 +244,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         .emit(buf)
         .ok()?;
-        let h = Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, ..Header::new(PacketType::Ack) };
+        let h = Header { ty: PacketType::Ack as u8, ..self.unsequenced_header() };
         h.emit(buf).ok()?;
         self.ack_pending = 0;
         self.ack_now = false;

@@ -45,7 +45,9 @@ pub struct Config {
     pub pacing: bool,
     /// Pacing credit that may accumulate while idle.
     pub pacing_burst_ns: u64,
-    /// Congestion control parameters for the default controller.
+    /// Congestion control parameters for the default controller. Its `mss` is
+    /// taken from `mtu` by [`sanitized`](Self::sanitized), which rescales the
+    /// windows (set in bytes for the old `mss`) to keep their size in packets.
     pub aimd: AimdConfig,
 }
 
@@ -84,6 +86,10 @@ impl Config {
         self.reorder_threshold = self.reorder_threshold.max(1);
         self.path_retire_rtos = self.path_retire_rtos.max(1);
         self.ack_every = self.ack_every.max(1);
+        // The AIMD segment is the payload MTU: windows set for another MSS
+        // keep their size in packets.
+        //= Documentation/metaroce/spec.rst#aimd
+        self.aimd = self.aimd.rescaled(self.mtu);
         if self.local_conn_id == 0 {
             self.local_conn_id = 1;
         }

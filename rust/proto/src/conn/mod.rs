@@ -12,6 +12,8 @@ mod config;
 mod events;
 mod qp;
 mod rx;
+#[cfg(test)]
+mod tests;
 mod tx;
 
 pub use config::Config;
@@ -27,7 +29,7 @@ use crate::constants::{
 use crate::event::{Event, WcStatus};
 use crate::path::{PathStats, TxPath};
 use crate::rng::Rng;
-use crate::sack::SackWindow;
+use crate::sack::{SackWindow, SeqWindow};
 use crate::timer::{earliest, Instant};
 use crate::wire::Nak;
 use crate::wr::{Opcode, WorkRequest};
@@ -100,6 +102,10 @@ pub struct Stats {
     pub timeouts: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
+    /// NAKs not sent because the NAK queue was full.
+    pub naks_dropped: u64,
+    /// PATH_FLOOR control packets sent.
+    pub tx_floors: u64,
 }
 
 /// Receiver-side state of one of the peer's paths.
@@ -119,6 +125,14 @@ pub(crate) fn initial_psn(conn_id: u32, path: usize) -> u32 {
     x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
     x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (x ^ (x >> 31)) as u32
+}
+
+/// First sequence number of a QP stream: `k` = 0 for the MSN, 1 for the
+/// request-stream SSN, 2 for the response-stream SSN of the direction whose
+/// verbs PSN is `psn` (the requester's `sq_psn`, the responder's `rq_psn`).
+//= Documentation/metaroce/spec.rst#streams
+pub fn stream_start(psn: u32, k: usize) -> u32 {
+    initial_psn(psn, k)
 }
 
 /// Packets needed for `len` bytes at `mtu` bytes each (at least one).
@@ -346,9 +360,21 @@ impl<C: CongestionControl> Connection<C> {
         self.peer_hint_bps
     }
 
-    /// Binds a QP: `local_qpn` receives, packets go to the peer's `remote_qpn`.
-    /// All stream sequence numbers start at 0.
+    /// Binds a QP with stream numbers derived from PSN 0 on both sides; see
+    /// [`open_qp_psn`](Self::open_qp_psn), which a verbs driver should use.
     pub fn open_qp(&mut self, local_qpn: u32, remote_qpn: u32) -> Result<QpId, PostError> {
+        self.open_qp_psn(local_qpn, remote_qpn, 0, 0)
+    }
+
+    /// Binds a QP (at RTR): `local_qpn` receives, packets go to the peer's
+    /// `remote_qpn`. `sq_psn` and `rq_psn` are the verbs QP attributes: the
+    /// initial PSN this QP sends with and the one it expects from the peer,
+    /// which the applications exchange (the peer's `sq_psn` is our `rq_psn`).
+    /// The first MSN and SSN of each stream derive from them
+    /// ([`stream_start`]), so packets of an earlier binding of the same QPN
+    /// are not mistaken for new data.
+    //= Documentation/metaroce/spec.rst#streams
+    pub fn open_qp_psn(&mut self, local_qpn: u32, remote_qpn: u32, sq_psn: u32, rq_psn: u32) -> Result<QpId, PostError> {
         if self.state != ConnState::Open {
             return Err(PostError::Closed);
         }
@@ -359,7 +385,24 @@ impl<C: CongestionControl> Connection<C> {
             .zip(self.qps.iter_mut())
             .find(|(_, q)| q.state == QpState::Free)
             .ok_or(PostError::TooManyQps)?;
-        *q = Qp { state: QpState::Active, local_qpn, remote_qpn, ..Default::default() };
+        let (msn, ssn, rssn) = (stream_start(sq_psn, 0), stream_start(sq_psn, 1), stream_start(sq_psn, 2));
+        let (peer_msn, peer_ssn, peer_rssn) = (stream_start(rq_psn, 0), stream_start(rq_psn, 1), stream_start(rq_psn, 2));
+        *q = Qp {
+            state: QpState::Active,
+            local_qpn,
+            remote_qpn,
+            sq_head: msn,
+            next_msn: msn,
+            send_msn: msn,
+            next_ssn: ssn,
+            req_acked: SeqWindow::new(ssn),
+            resp_rx: SeqWindow::new(rssn),
+            req_rx: SeqWindow::new(peer_ssn),
+            deliver_msn: peer_msn,
+            next_resp_ssn: peer_rssn,
+            resp_acked: SeqWindow::new(peer_rssn),
+            ..Default::default()
+        };
         Ok(QpId(i as u16))
     }
 
@@ -368,6 +411,23 @@ impl<C: CongestionControl> Connection<C> {
         if let Some(q) = self.qps.get_mut(qp.index()) {
             *q = Qp::default();
         }
+    }
+
+    /// Moves a QP to the error state (verbs `modify_qp(IBV_QPS_ERR)`): every
+    /// outstanding send work request that is not already complete and every
+    /// posted receive completes with `WrFlushErr`, in order, through
+    /// [`poll_event`](Self::poll_event). The QP sends no new requests, drops
+    /// incoming requests, and still acknowledges responses so that the peer's
+    /// response slots free. No [`Event::QpError`] is reported for it (the
+    /// driver asked for it); unbind it later with [`close_qp`](Self::close_qp).
+    //= Documentation/metaroce/spec.rst#completion-ordering
+    pub fn qp_to_error(&mut self, qp: QpId) -> Result<(), PostError> {
+        let q = self.active_qp(qp)?;
+        if q.error.is_none() {
+            q.error_reported = true;
+        }
+        q.fail(WcStatus::WrFlushErr);
+        Ok(())
     }
 
     pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<usize> {
@@ -470,7 +530,8 @@ impl<C: CongestionControl> Connection<C> {
             }
         }
         if self.rnr_wakeup.is_some_and(|w| now >= w) {
-            self.rnr_wakeup = None;
+            // Re-arm for holds of other work requests that end later.
+            self.rnr_wakeup = self.next_rnr_wakeup(now);
         }
         for i in 0..usize::from(self.cfg.paths) {
             let expired = self.paths.get(i).and_then(|p| p.rto_deadline).is_some_and(|d| now >= d);
@@ -515,6 +576,9 @@ impl<C: CongestionControl> Connection<C> {
         p.sport = port;
         p.rtt = Default::default();
         p.consecutive_rto = 0;
+        p.backoff = 0;
+        // Re-synchronize the receiver with this path at once (PATH_FLOOR).
+        p.floor_sent_at = None;
         p.stats.retired = p.stats.retired.saturating_add(1);
         self.cc.on_path_reset(i);
         self.push_event(Event::PathRetired { path: i as u8, new_port: port });

@@ -38,6 +38,8 @@ pub(crate) struct SendWr {
     pub(crate) nsegs: u32,
     pub(crate) rsn: u32,
     pub(crate) rnr_until: Option<Instant>,
+    /// When the current RNR episode began (the NAK that counted).
+    pub(crate) rnr_since: Option<Instant>,
     pub(crate) rnr_count: u8,
     pub(crate) status: Option<WcStatus>,
     pub(crate) resp_last_ssn: Option<u32>,

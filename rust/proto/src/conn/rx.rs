@@ -12,7 +12,7 @@
 use super::qp::{Qp, QpState, RxKind, RxMsg, Response};
 use super::{ConnState, Connection, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW};
+use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, PSN_BEHIND_WINDOW};
 use crate::event::{Event, WcOpcode, WcStatus};
 use crate::memory::{AtomicOp, Dest, MemError, Memory};
 use crate::psn::seq_diff;
@@ -33,6 +33,9 @@ pub enum RxDrop {
     OutOfWindow,
     /// Protocol violation by the peer (inconsistent fields).
     Invalid,
+    /// No QP is bound for the packet's QPN, or the QP is in the error state
+    /// (a requester that got ahead of its peer's RTR just retries).
+    NoQp,
 }
 
 /// Outcome of processing one data packet's segment.
@@ -120,6 +123,19 @@ impl<C: CongestionControl> Connection<C> {
                         self.ack_now = true;
                         self.ack_pending = self.ack_pending.max(1);
                     }
+                    ControlCode::PathFloor => {
+                        // The peer resolved every PSN of its path before
+                        // `value`: skip the holes there and say so.
+                        //= Documentation/metaroce/spec.rst#path-floor
+                        let rp = self.rx_paths.get_mut(usize::from(c.path)).ok_or(RxDrop::OutOfWindow)?;
+                        if rp.window.advance_to(c.value) {
+                            rp.report = 2;
+                        }
+                        if rp.report > 0 {
+                            self.ack_now = true;
+                            self.ack_pending = self.ack_pending.max(1);
+                        }
+                    }
                     ControlCode::Close => {
                         if self.state != ConnState::Closed {
                             self.state = ConnState::Closed;
@@ -147,17 +163,23 @@ impl<C: CongestionControl> Connection<C> {
             return Err(RxDrop::OutOfWindow);
         }
         let base = self.rx_paths.get(path).map(|p| p.window.base()).ok_or(RxDrop::OutOfWindow)?;
+        // Forward: at most PSN_ACCEPT_WINDOW beyond the cumulative PSN.
+        // Backward: at most SACK_BITS before it (a late packet whose data
+        // may be new); anything older is stale.
+        //= Documentation/metaroce/spec.rst#sack
         let d = seq_diff(h.psn, base);
-        if d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW {
+        if (d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW) || (d < 0 && d.unsigned_abs() > PSN_BEHIND_WINDOW) {
             return Err(RxDrop::OutOfWindow);
         }
         let stream = pkt.stream().map_err(RxDrop::Malformed)?;
         let ext = pkt.data_ext().map_err(RxDrop::Malformed)?;
         let payload = pkt.payload();
         let ty = pkt.packet_type();
+        //= Documentation/metaroce/spec.rst#streams
         let seg = match self.qp_by_qpn(stream.qpn) {
-            None => Seg::Nak(NakCode::InvalidRequest),
+            None => return Err(RxDrop::NoQp),
             Some(qi) if ty.is_response() => self.on_response(qi, h, &stream, &ext, payload, mem),
+            Some(qi) if self.qps.get(qi).is_some_and(|q| q.error.is_some()) => return Err(RxDrop::NoQp),
             Some(qi) => self.on_request(qi, h, &stream, &ext, payload, mem),
         };
         match seg {
@@ -210,8 +232,9 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     fn queue_nak(&mut self, nak: Nak) {
-        if let Some(s) = self.naks.iter_mut().find(|n| n.is_none()) {
-            *s = Some(nak);
+        match self.naks.iter_mut().find(|n| n.is_none()) {
+            Some(s) => *s = Some(nak),
+            None => self.stats.naks_dropped = self.stats.naks_dropped.saturating_add(1),
         }
     }
 
@@ -302,6 +325,9 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     /// Requester side: a response-stream segment (READ or atomic response).
+    ///
+    /// A QP in the error state still acknowledges new response segments,
+    /// without placing them, so that the responder's response slot frees.
     fn on_response<M: Memory>(
         &mut self,
         qi: usize,
@@ -318,7 +344,12 @@ impl<C: CongestionControl> Connection<C> {
             None => return Seg::Drop,
             Some(false) => {}
         }
+        if q.error.is_some() {
+            //= Documentation/metaroce/spec.rst#completion-ordering
+            return if q.resp_rx.insert(s.ssn) == Mark::New { Seg::Accepted } else { Seg::Drop };
+        }
         let Some(w) = q.sq_slot(s.msn).copied() else { return Seg::Drop };
+        let mut local_err = false;
         let status = match (*ext, w.wr.opcode) {
             (DataExt::ReadResp { total_len, status }, crate::wr::Opcode::Read) => {
                 let plen = payload.len() as u32;
@@ -328,18 +359,14 @@ impl<C: CongestionControl> Connection<C> {
                 }
                 if status == Status::Ok && !payload.is_empty() {
                     let dest = Dest::Local { wr_id: w.wr.wr_id, offset: s.offset };
-                    if mem.place(qp, dest, payload).is_err() {
-                        return Seg::Drop;
-                    }
+                    local_err = mem.place(qp, dest, payload).is_err();
                 }
                 status
             }
             (DataExt::AtomicResp { orig, status }, op) if op.is_atomic() => {
                 if status == Status::Ok {
                     let dest = Dest::Local { wr_id: w.wr.wr_id, offset: 0 };
-                    if mem.place(qp, dest, &orig.to_ne_bytes()).is_err() {
-                        return Seg::Drop;
-                    }
+                    local_err = mem.place(qp, dest, &orig.to_ne_bytes()).is_err();
                 }
                 status
             }
@@ -353,6 +380,7 @@ impl<C: CongestionControl> Connection<C> {
                 w.resp_last_ssn = Some(s.ssn);
             }
             let err = match status {
+                _ if local_err => Some(WcStatus::LocProtErr),
                 Status::Ok => None,
                 Status::AccessError => Some(WcStatus::RemAccessErr),
                 Status::InvalidRequest => Some(WcStatus::RemInvReqErr),
@@ -361,6 +389,10 @@ impl<C: CongestionControl> Connection<C> {
             if let Some(e) = err {
                 w.status.get_or_insert(e);
             }
+        }
+        if local_err {
+            // As verbs: a local protection error moves the QP to the error state.
+            q.fail(WcStatus::LocProtErr);
         }
         Seg::Accepted
     }

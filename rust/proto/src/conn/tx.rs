@@ -93,15 +93,20 @@ impl<C: CongestionControl> Connection<C> {
             return Some(self.control_transmit(len, path));
         }
         if let Some(nak) = self.naks.iter_mut().find_map(|n| n.take()) {
-            let h = Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, ..Default::default() };
+            let h = self.unsequenced_header();
             let len = PacketRepr::Nak { header: h, nak }.emit(buf).ok()?;
             self.stats.tx_naks = self.stats.tx_naks.saturating_add(1);
             return Some(self.control_transmit(len, 0));
         }
+        if let Some(len) = self.emit_floor(now, buf) {
+            return Some(len);
+        }
         if let Some(reason) = self.close_pending.take() {
             self.state = ConnState::Closed;
-            let h = Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, ..Default::default() };
-            let control = Control { code: ControlCode::Close, value: reason };
+            // While still opening, CLOSE carries OPEN like every other packet.
+            //= Documentation/metaroce/spec.rst#connection-ids
+            let h = self.unsequenced_header();
+            let control = Control { code: ControlCode::Close, path: 0, value: reason };
             let len = PacketRepr::Control { header: h, control }.emit(buf).ok()?;
             return Some(self.control_transmit(len, 0));
         }
@@ -114,6 +119,39 @@ impl<C: CongestionControl> Connection<C> {
             return None;
         }
         self.poll_data(now, buf)
+    }
+
+    /// A `PATH_FLOOR` for the first path whose receiver is stuck below PSNs
+    /// this side has resolved, at most once per SRTT per path. It goes out on
+    /// another path than the one it describes (that one may be dead).
+    //= Documentation/metaroce/spec.rst#path-floor
+    fn emit_floor(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
+        if self.state != ConnState::Open || self.peer_conn == 0 {
+            return None;
+        }
+        let n = usize::from(self.cfg.paths).max(1);
+        let init = self.cfg.rto_initial_ns;
+        let i = (0..n).find(|&i| {
+            self.paths.get(i).is_some_and(|p| {
+                p.floor_needed()
+                    && p.floor_sent_at.is_none_or(|t| now.nanos_since(t) >= p.rtt.srtt_or(init))
+            })
+        })?;
+        let p = self.paths.get_mut(i)?;
+        p.floor_sent_at = Some(now);
+        let control = Control { code: ControlCode::PathFloor, path: i as u8, value: p.inflight.una() };
+        let len = PacketRepr::Control { header: self.unsequenced_header(), control }.emit(buf).ok()?;
+        self.stats.tx_floors = self.stats.tx_floors.saturating_add(1);
+        let via = if n > 1 { i.wrapping_add(1).wrapping_add(self.ack_path % (n - 1)) % n } else { 0 };
+        self.ack_path = self.ack_path.wrapping_add(1);
+        Some(self.control_transmit(len, via))
+    }
+
+    /// Common header of an ACK, NAK or CONTROL packet (type filled in by the
+    /// emitter): `OPEN` with `dst_conn = 0` while the peer's id is unknown.
+    pub(crate) fn unsequenced_header(&self) -> Header {
+        let flags = if self.peer_conn == 0 { Flags(Flags::OPEN) } else { Flags(0) };
+        Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, flags, ..Default::default() }
     }
 
     fn control_transmit(&self, len: usize, path: usize) -> Transmit {

@@ -76,8 +76,7 @@ impl Inflight {
         }
     }
 
-    /// Oldest unresolved PSN.
-    #[cfg(test)]
+    /// Oldest unresolved PSN: every PSN before it is resolved.
     pub(crate) fn una(&self) -> u32 {
         self.una
     }
@@ -98,6 +97,12 @@ impl Inflight {
         } else {
             None
         }
+    }
+
+    /// The slot of `psn` if it lies in `[una, next)` and is still unresolved
+    /// (in flight, or lost and not yet handed on).
+    pub(crate) fn get_unresolved(&self, psn: u32) -> Option<&Sent> {
+        self.get(psn).filter(|s| s.state != SlotState::Empty)
     }
 
     fn contains(&self, psn: u32) -> bool {

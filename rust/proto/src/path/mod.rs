@@ -48,12 +48,22 @@ pub(crate) struct TxPath {
     pub(crate) backoff: u32,
     pub(crate) consecutive_rto: u32,
     pub(crate) ce_echo: u16,
+    /// The latest cumulative PSN the peer reported for this path.
+    pub(crate) peer_cum: u32,
+    /// When the last `PATH_FLOOR` for this path was sent.
+    pub(crate) floor_sent_at: Option<Instant>,
     pub(crate) stats: PathStats,
 }
 
 impl TxPath {
     pub(crate) fn new(sport: u16, first_psn: u32) -> Self {
-        TxPath { sport, inflight: Inflight::new(first_psn), ..Default::default() }
+        TxPath { sport, inflight: Inflight::new(first_psn), peer_cum: first_psn, ..Default::default() }
+    }
+
+    /// Whether the peer's cumulative PSN is stuck below PSNs this side has
+    /// already resolved (abandoned holes): a `PATH_FLOOR` would advance it.
+    pub(crate) fn floor_needed(&self) -> bool {
+        crate::psn::seq_diff(self.inflight.una(), self.peer_cum) > 0
     }
 }
 

@@ -7,8 +7,9 @@
 //! | Offset | Size | Field    | Meaning                     |
 //! |-------:|-----:|----------|-----------------------------|
 //! | 0      | 1    | code     | [`ControlCode`]             |
-//! | 1      | 3    | reserved | zero                        |
-//! | 4      | 4    | value    | code-specific (close reason) |
+//! | 1      | 1    | path     | `PATH_FLOOR`: path id; else zero |
+//! | 2      | 2    | reserved | zero                        |
+//! | 4      | 4    | value    | close reason, or floor PSN  |
 //!
 //! A connection needs no handshake: the first data packet carries the `OPEN`
 //! flag and the sender's connection id, so data flows in the first RTT.
@@ -26,6 +27,10 @@ pub enum ControlCode {
     Open = 1,
     /// Closes the connection; `value` is the reason (0 = normal).
     Close = 2,
+    /// The sender's path `path` no longer needs any PSN before `value` (its
+    /// oldest unresolved PSN): the receiver may advance its cumulative PSN
+    /// over the holes below it.
+    PathFloor = 3,
 }
 
 /// The control extension.
@@ -33,6 +38,8 @@ pub enum ControlCode {
 pub struct Control {
     /// Operation.
     pub code: ControlCode,
+    /// Path id (`PathFloor`; 0 otherwise).
+    pub path: u8,
     /// Operation-specific value.
     pub value: u32,
 }
@@ -47,9 +54,11 @@ impl Control {
         let code = match get_u8(buf, Self::OFF)? {
             1 => ControlCode::Open,
             2 => ControlCode::Close,
+            3 => ControlCode::PathFloor,
             _ => return Err(Error::Malformed),
         };
-        Ok(Control { code, value: get_u32(buf, Self::OFF + 4)? })
+        let path = if code == ControlCode::PathFloor { get_u8(buf, Self::OFF + 1)? } else { 0 };
+        Ok(Control { code, path, value: get_u32(buf, Self::OFF + 4)? })
     }
 
     /// Writes the extension; returns the total packet length.
@@ -58,7 +67,9 @@ impl Control {
             return Err(Error::Truncated);
         }
         put_u8(buf, Self::OFF, self.code as u8)?;
-        for i in 1..4 {
+        let path = if self.code == ControlCode::PathFloor { self.path } else { 0 };
+        put_u8(buf, Self::OFF + 1, path)?;
+        for i in 2..4 {
             put_u8(buf, Self::OFF + i, 0)?;
         }
         put_u32(buf, Self::OFF + 4, self.value)?;

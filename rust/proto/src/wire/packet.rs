@@ -248,7 +248,7 @@ mod tests {
             },
             PacketRepr::Control {
                 header: Header { ty: PacketType::Control as u8, ..hdr() },
-                control: Control { code: ControlCode::Close, value: 1 },
+                control: Control { code: ControlCode::PathFloor, path: 3, value: 1 },
             },
         ];
         for r in reprs {

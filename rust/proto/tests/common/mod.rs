@@ -148,6 +148,8 @@ pub struct Pair {
     pub dead_ports: Vec<u16>,
     /// Drop everything from node 1 (responder unreachable).
     pub mute_b: bool,
+    /// The clock does not advance beyond this (see `run_until`).
+    pub clock_cap: Option<u64>,
 }
 
 impl Pair {
@@ -160,7 +162,7 @@ impl Pair {
         cfg.peer_conn_id = 0x1111;
         let b = Box::new(Connection::new(cfg, now, seed.wrapping_add(1)));
         let node = |conn: Box<Connection>| Node { conn, mem: Mem::default(), completions: Vec::new(), events: Vec::new() };
-        Pair { nodes: [node(a), node(b)], now, link, rng: TestRng::new(seed), queue: Vec::new(), seq: 0, sent_packets: 0, dead_ports: Vec::new(), mute_b: false }
+        Pair { nodes: [node(a), node(b)], now, link, rng: TestRng::new(seed), queue: Vec::new(), seq: 0, sent_packets: 0, dead_ports: Vec::new(), mute_b: false, clock_cap: None }
     }
 
     /// Opens QP `qpn` on both sides (node 0's qpn+100 talks to node 1's qpn+200).
@@ -249,11 +251,28 @@ impl Pair {
         }
         match next {
             Some(t) => {
+                let t = self.clock_cap.map_or(t, |c| t.min(c));
                 self.now = Instant::from_nanos(t.max(now));
                 true
             }
             None => false,
         }
+    }
+
+    /// Runs until the clock reaches `t` ns after the start (1 ms), without
+    /// skipping past it.
+    pub fn run_until(&mut self, us: u64) {
+        let t = 1_000_000 + us * 1_000;
+        self.clock_cap = Some(t);
+        for _ in 0..1_000_000 {
+            if self.now.as_nanos() >= t {
+                break;
+            }
+            if !self.step() {
+                self.now = Instant::from_nanos(t);
+            }
+        }
+        self.clock_cap = None;
     }
 
     /// Drives until `done` holds; panics after `max_steps` (livelock).

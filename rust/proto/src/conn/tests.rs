@@ -1,0 +1,373 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! State-level regression tests: two connections joined by a hand-driven
+//! queue, so a test can drop, hold, forge or replay single packets and look
+//! at internal state.
+
+extern crate std;
+
+use std::boxed::Box;
+use std::vec::Vec;
+
+use super::*;
+use crate::constants::{MIN_TRANSMIT_BUF, SACK_BITS};
+use crate::event::WcStatus;
+use crate::memory::{AtomicOp, Dest, MemError, Memory};
+use crate::path::inflight::Inflight;
+use crate::wire::{Flags, Header, NakCode, Packet, PacketRepr, PacketType};
+use crate::wr::{Opcode, WorkRequest};
+
+/// Memory that accepts everything except rkey 0xBAD and local placements
+/// when `refuse_local` is set; counts placed bytes.
+#[derive(Default)]
+struct Mem {
+    placed: u64,
+    refuse_local: bool,
+}
+
+impl Memory for Mem {
+    fn place(&mut self, _: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
+        match dest {
+            Dest::Remote { rkey: 0xBAD, .. } => return Err(MemError::Access),
+            Dest::Local { .. } if self.refuse_local => return Err(MemError::Access),
+            _ => {}
+        }
+        self.placed += data.len() as u64;
+        Ok(())
+    }
+    fn check_read(&mut self, _: QpId, _: u32, _: u64, _: u32) -> Result<(), MemError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: QpId, _: u32, _: u64, _: AtomicOp) -> Result<u64, MemError> {
+        Ok(7)
+    }
+}
+
+struct Net {
+    c: [Box<Connection>; 2],
+    mem: [Mem; 2],
+    now: Instant,
+}
+
+/// Runs `f` with a large stack: a `Connection` is a few hundred KiB.
+fn big(f: impl FnOnce() + Send + 'static) {
+    std::thread::Builder::new().stack_size(64 << 20).spawn(f).unwrap().join().unwrap();
+}
+
+fn t0() -> Instant {
+    Instant::from_nanos(1_000_000)
+}
+
+impl Net {
+    fn new(paths: u8) -> Net {
+        let mut cfg = Config::new(0x11);
+        cfg.paths = paths;
+        cfg.mtu = 1024;
+        cfg.peer_conn_id = 0x22;
+        let a = Box::new(Connection::new(cfg, t0(), 1));
+        cfg.local_conn_id = 0x22;
+        cfg.peer_conn_id = 0x11;
+        let b = Box::new(Connection::new(cfg, t0(), 2));
+        Net { c: [a, b], mem: [Mem::default(), Mem::default()], now: t0() }
+    }
+
+    /// Every packet `from` would send now (headers plus a zero payload).
+    fn out(&mut self, from: usize) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        while let Some(t) = self.c[from].poll_transmit(self.now, &mut buf) {
+            let mut p = buf[..t.len].to_vec();
+            p.resize(t.len + t.payload.map_or(0, |p| p.len() as usize), 0);
+            v.push(p);
+        }
+        v
+    }
+
+    fn deliver(&mut self, to: usize, pkts: &[Vec<u8>]) {
+        for p in pkts {
+            let _ = self.c[to].handle_datagram(self.now, false, p, &mut self.mem[to]);
+        }
+    }
+
+    /// Exchanges everything both ways until quiet, letting delayed ACKs
+    /// (not retransmission timers) fire.
+    fn settle(&mut self) {
+        let mut idle = 0;
+        for _ in 0..256 {
+            let a = self.out(0);
+            let b = self.out(1);
+            if a.is_empty() && b.is_empty() {
+                idle += 1;
+                if idle > 2 {
+                    return;
+                }
+                self.now = self.now.add_nanos(self.c[0].cfg.ack_delay_ns);
+                for c in self.c.iter_mut() {
+                    if c.poll_timeout().is_some_and(|t| t <= self.now) {
+                        c.handle_timeout(self.now);
+                    }
+                }
+                continue;
+            }
+            idle = 0;
+            self.deliver(1, &a);
+            self.deliver(0, &b);
+        }
+    }
+
+    fn at(&mut self, us: u64) {
+        self.now = self.now.max(t0().add_nanos(us * 1000));
+        for c in self.c.iter_mut() {
+            if c.poll_timeout().is_some_and(|t| t <= self.now) {
+                c.handle_timeout(self.now);
+            }
+        }
+    }
+
+    fn completions(&mut self, i: usize) -> Vec<crate::event::Completion> {
+        let mut v = Vec::new();
+        while let Some(e) = self.c[i].poll_event() {
+            if let Event::Completion(c) = e {
+                v.push(c);
+            }
+        }
+        v
+    }
+}
+
+fn write(id: u64, len: u32, rkey: u32) -> WorkRequest {
+    WorkRequest { wr_id: id, opcode: Opcode::Write, len, rkey, ..Default::default() }
+}
+
+fn hdr(p: &[u8]) -> Header {
+    *Packet::new_checked(p).unwrap().header()
+}
+
+fn is_data(p: &[u8]) -> bool {
+    Packet::new_checked(p).is_ok_and(|p| p.packet_type().is_data())
+}
+
+// spec: MR-RTX-11
+#[test]
+fn nak_for_resolved_packet_is_ignored() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 2048, 5)).unwrap();
+        let pkts = n.out(0);
+        assert_eq!(pkts.len(), 2);
+        // Only the second packet arrives: it is acknowledged (SACK), the first is a hole.
+        n.deliver(1, &pkts[1..]);
+        let acks = n.out(1);
+        n.deliver(0, &acks);
+        let second = hdr(&pkts[1]);
+        let s = PacketRepr::parse(&pkts[1]).unwrap();
+        let PacketRepr::Data { stream, .. } = s else { panic!() };
+        // A (duplicated, late) NAK for the acknowledged packet must do nothing.
+        let nak = crate::wire::Nak { path: 0, code: NakCode::AccessError, rnr_timer: 1, psn: second.psn, qpn: 2, msn: stream.msn, ssn: stream.ssn };
+        n.c[0].on_nak(n.now, &nak);
+        assert_eq!(n.c[0].qps[0].error, None);
+        n.deliver(1, &pkts[..1]);
+        n.settle();
+        let c = n.completions(0);
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0].status, WcStatus::Success);
+    });
+}
+
+// spec: MR-SEC-6
+#[test]
+fn nak_queue_overflow_is_counted() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        for id in 0..12 {
+            n.c[0].post_send(qp, write(id, 100, 0xBAD)).unwrap();
+        }
+        let pkts = n.out(0);
+        assert!(pkts.len() >= 10);
+        n.deliver(1, &pkts);
+        assert_eq!(n.c[1].stats().rx_naked, pkts.len() as u64);
+        assert_eq!(n.c[1].stats().naks_dropped, pkts.len() as u64 - crate::constants::MAX_PENDING_NAKS as u64);
+    });
+}
+
+// spec: MR-SACK-18
+#[test]
+fn psn_far_behind_cumulative_is_dropped() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
+        let mut pkt = n.out(0).remove(0);
+        let base = n.c[1].rx_paths[0].window.base();
+        // 256 before the cumulative PSN: still processed by stream position (a duplicate here after delivery).
+        n.deliver(1, core::slice::from_ref(&pkt));
+        let base = base.wrapping_add(1);
+        assert_eq!(n.c[1].rx_paths[0].window.base(), base);
+        pkt[12..16].copy_from_slice(&base.wrapping_sub(SACK_BITS as u32).to_be_bytes());
+        let dups = n.c[1].stats().rx_duplicates;
+        assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Ok(()));
+        assert_eq!(n.c[1].stats().rx_duplicates, dups + 1);
+        // 257 and 2^31 - 1 before: stale, dropped without effect.
+        for back in [SACK_BITS as u32 + 1, 0x7fff_ffff] {
+            pkt[12..16].copy_from_slice(&base.wrapping_sub(back).to_be_bytes());
+            assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow));
+        }
+    });
+}
+
+// spec: MR-QP-5, MR-OP-9
+#[test]
+fn packet_of_an_earlier_binding_is_not_placed() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp_psn(1, 2, 0x1234, 0x99).unwrap();
+        let rq = n.c[1].open_qp_psn(2, 1, 0x99, 0x1234).unwrap();
+        n.c[1].post_recv(rq, 50, 4096).unwrap();
+        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        let old = n.out(0).remove(0);
+        // The packet is held in the network; both sides unbind and bind again
+        // (new verbs PSNs), and a receive is posted.
+        n.c[0].close_qp(qp);
+        n.c[1].close_qp(rq);
+        let rq = n.c[1].open_qp_psn(2, 1, 0x77, 0x4321).unwrap();
+        n.c[1].post_recv(rq, 60, 4096).unwrap();
+        // The stale packet arrives (with a PSN still in the path window).
+        assert!(n.c[1].handle_datagram(n.now, false, &old, &mut n.mem[1]).is_err());
+        assert_eq!(n.mem[1].placed, 0);
+        assert!(n.completions(1).is_empty());
+        // The new binding works.
+        let qp = n.c[0].open_qp_psn(1, 2, 0x4321, 0x77).unwrap();
+        n.c[0].post_send(qp, WorkRequest { wr_id: 2, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.settle();
+        let c = n.completions(1);
+        assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 60, WcStatus::Success));
+        assert_eq!(stream_start(0, 0), initial_psn(0, 0));
+    });
+}
+
+// spec: MR-PATH-9
+#[test]
+fn retirement_resets_backoff() {
+    big(|| {
+        let mut n = Net::new(2);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
+        let _lost = n.out(0);
+        let mut us = 0;
+        while n.c[0].paths[0].stats.retired == 0 {
+            us += 100;
+            n.at(us);
+            let _ = n.out(0);
+            assert!(us < 1_000_000);
+        }
+        assert_eq!(n.c[0].paths[0].backoff, 0);
+        assert_eq!(n.c[0].paths[0].consecutive_rto, 0);
+    });
+}
+
+// spec: MR-SACK-19, MR-PATH-10
+#[test]
+fn path_floor_clears_abandoned_holes() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 8 * 1024, 5)).unwrap();
+        let pkts = n.out(0);
+        assert_eq!(pkts.len(), 8);
+        let first = hdr(&pkts[0]).psn;
+        // The first packet is lost: the receiver keeps a hole at its cumulative PSN.
+        n.deliver(1, &pkts[1..]);
+        assert_eq!(n.c[1].rx_paths[0].window.base(), first);
+        // The sender declares it lost, retransmits its data under a new PSN and
+        // tells the receiver it no longer needs `first`.
+        let acks = n.out(1);
+        n.deliver(0, &acks);
+        let out = n.out(0);
+        assert!(out.iter().any(|p| !is_data(p)), "a PATH_FLOOR is sent");
+        assert_eq!(n.c[0].stats().tx_floors, 1);
+        n.deliver(1, &out);
+        assert!(n.c[1].rx_paths[0].window.words().iter().all(|w| *w == 0), "no hole left");
+        assert_eq!(n.c[1].rx_paths[0].window.base(), n.c[0].paths[0].inflight.range().1);
+        n.settle();
+        assert_eq!(n.completions(0)[0].status, WcStatus::Success);
+        // The receiver's ACK updated the sender's view: no more floors.
+        assert!(!n.c[0].paths[0].floor_needed());
+    });
+}
+
+// spec: MR-PATH-10, MR-SACK-19
+#[test]
+fn sender_far_beyond_receiver_window_recovers() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        // As after a long blackhole: 1000 PSNs of path 0 were sent and abandoned.
+        let p = &mut n.c[0].paths[0];
+        let start = p.inflight.una().wrapping_add(1000);
+        p.inflight = Inflight::new(start);
+        n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
+        let mut us = 0;
+        loop {
+            n.settle();
+            if !n.completions(0).is_empty() {
+                break;
+            }
+            us += 100;
+            assert!(us < 100_000, "the path stays wedged");
+            n.at(us);
+        }
+        assert!(seq_diff_u(n.c[1].rx_paths[0].window.base(), start) > 0);
+    });
+}
+
+fn seq_diff_u(a: u32, b: u32) -> i32 {
+    crate::psn::seq_diff(a, b)
+}
+
+// spec: MR-CONN-7, MR-CONN-10, MR-CONN-11
+#[test]
+fn close_while_opening_reaches_the_peer() {
+    big(|| {
+        let mut cfg = Config::new(0x11);
+        cfg.peer_conn_id = 0;
+        let mut a = Box::new(Connection::new(cfg, t0(), 1));
+        cfg.local_conn_id = 0x22;
+        let mut b = Box::new(Connection::new(cfg, t0(), 2));
+        a.close(9);
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        let t = a.poll_transmit(t0(), &mut buf).unwrap();
+        let h = hdr(&buf[..t.len]);
+        assert_eq!((h.dst_conn, h.flags.has(Flags::OPEN), h.packet_type()), (0, true, Ok(PacketType::Control)));
+        assert_eq!(b.handle_datagram(t0(), false, &buf[..t.len], &mut Mem::default()), Ok(()));
+        assert_eq!(b.state(), ConnState::Closed);
+        assert_eq!(b.poll_event(), Some(Event::Closed { reason: 9 }));
+    });
+}
+
+// spec: MR-CC-13
+#[test]
+fn aimd_segment_follows_mtu() {
+    big(|| {
+        let mut cfg = Config::new(1);
+        cfg.mtu = 1024;
+        let c = Box::new(Connection::new(cfg, t0(), 1));
+        assert_eq!(c.config().aimd.mss, 1024);
+        let d = crate::cc::AimdConfig::for_mss(1024);
+        assert_eq!(c.config().aimd, d);
+        use crate::cc::CongestionControl;
+        assert_eq!(c.cc().path_window(0), d.init_path_cwnd);
+        // Custom windows keep their size in packets.
+        let mut cfg = Config::new(1);
+        cfg.aimd.init_conn_cwnd = 8 * 4096;
+        cfg.mtu = 2048;
+        assert_eq!(cfg.sanitized().aimd.init_conn_cwnd, 8 * 2048);
+    });
+}
