@@ -14,7 +14,7 @@ use metaroce_sim::scenario::{build_world, incast_network, pair_network, Transpor
 use metaroce_sim::with_stack;
 use metaroce_sim::workload::FlowSpec;
 
-/// spec: MR-CMP-1, MR-CMP-3, MR-CMP-4, MR-CMP-5, MR-ATOM-1, MR-PLC-5
+/// spec: MR-CMP-1, MR-CMP-3, MR-CMP-4, MR-CMP-5, MR-ATOM-1, MR-PLC-6
 #[test]
 fn lossless_one_and_eight_paths() {
     with_stack(|| {
