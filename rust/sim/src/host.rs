@@ -52,7 +52,7 @@ impl HostConfig {
             known_peer_ids: true,
             fair_share_bps: 0,
             fair_window_ns: 50_000,
-            fair_headroom_permille: 1000,
+            fair_headroom_permille: FairShare::<FAIR_SLOTS>::DEFAULT_HEADROOM_PERMILLE,
             verify_checksum: true,
         }
     }
@@ -115,7 +115,7 @@ impl MetaHost {
             by_qp: BTreeMap::new(),
             buf: vec![0; MIN_TRANSMIT_BUF.max(256)],
             rr: 0,
-            fair: FairShare::new(cfg.fair_share_bps, cfg.fair_window_ns),
+            fair: FairShare::new(cfg.fair_share_bps, cfg.fair_window_ns).with_headroom(cfg.fair_headroom_permille),
             hint: cfg.fair_share_bps,
             completions: 0,
             stats: EndpointStats::default(),
@@ -222,10 +222,7 @@ impl MetaHost {
         if self.cfg.fair_share_bps == 0 {
             return;
         }
-        let mut share = self.fair.share_bps(ns(now));
-        if self.fair.active(ns(now)) >= 2 {
-            share = share.saturating_mul(self.cfg.fair_headroom_permille) / 1000;
-        }
+        let share = self.fair.share_bps(ns(now));
         if share != self.hint {
             self.hint = share;
             for p in &mut self.peers {

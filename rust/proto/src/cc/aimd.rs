@@ -34,8 +34,17 @@ pub struct AimdConfig {
     pub ecn_beta: u32,
     /// Path window factor on loss (1/1024).
     pub loss_beta: u32,
-    /// Connection window factor on any congestion signal (1/1024).
+    /// Connection window factor when a path window is cut on ECN-CE (1/1024).
     pub conn_beta: u32,
+    /// Connection window factor when a path window is cut on loss (1/1024).
+    /// Loss on a lossy fabric is mostly not congestion: it is left to the
+    /// path windows by default (1024 = no cut).
+    pub conn_loss_beta: u32,
+    /// A loss cut is made at most once per this many SRTTs of the path (ECN
+    /// cuts: once per SRTT). Random loss then cannot hold a window below
+    /// about `8 * loss_interval_srtts` packets (`loss_beta` = 7/8, one packet
+    /// per round trip of additive increase).
+    pub loss_interval_srtts: u32,
 }
 
 impl AimdConfig {
@@ -47,12 +56,14 @@ impl AimdConfig {
             init_path_cwnd: mss.saturating_mul(16),
             min_path_cwnd: mss,
             max_path_cwnd: mss.saturating_mul(SACK_BITS as u32),
-            init_conn_cwnd: (mss as u64).saturating_mul(128),
+            init_conn_cwnd: (mss as u64).saturating_mul(16),
             min_conn_cwnd: (mss as u64).saturating_mul(2),
             max_conn_cwnd: (mss as u64).saturating_mul((SACK_BITS * MAX_PATHS) as u64),
             ecn_beta: 512,
             loss_beta: 896,
             conn_beta: 819,
+            conn_loss_beta: 1024,
+            loss_interval_srtts: 4,
         }
     }
 }
@@ -116,9 +127,9 @@ impl Window {
         self.cwnd = self.cwnd.min(max);
     }
 
-    fn decrease(&mut self, beta: u32, min: u64, srtt_ns: u64, now: Instant) -> bool {
+    fn decrease(&mut self, beta: u32, min: u64, interval_ns: u64, now: Instant) -> bool {
         if let Some(t) = self.last_decrease {
-            if now.nanos_since(t) < srtt_ns {
+            if now.nanos_since(t) < interval_ns {
                 return false;
             }
         }
@@ -163,19 +174,26 @@ impl CongestionControl for Aimd {
     fn on_congestion(&mut self, path: usize, signal: Signal, srtt_ns: u64, now: Instant) {
         let min = u64::from(self.cfg.min_path_cwnd);
         let Some(w) = self.paths.get_mut(path) else { return };
-        let cut = match signal {
-            Signal::Ecn(_) => w.decrease(self.cfg.ecn_beta, min, srtt_ns, now),
-            Signal::Loss(_) => w.decrease(self.cfg.loss_beta, min, srtt_ns, now),
+        let conn_beta = match signal {
+            Signal::Ecn(_) if w.decrease(self.cfg.ecn_beta, min, srtt_ns, now) => self.cfg.conn_beta,
+            Signal::Loss(_) => {
+                let interval = srtt_ns.saturating_mul(u64::from(self.cfg.loss_interval_srtts.max(1)));
+                if !w.decrease(self.cfg.loss_beta, min, interval, now) {
+                    return;
+                }
+                self.cfg.conn_loss_beta
+            }
             Signal::Timeout => {
                 w.ssthresh = (w.cwnd / 2).max(min);
                 w.cwnd = min;
                 w.acc = 0;
                 w.last_decrease = Some(now);
-                false
+                return;
             }
+            _ => return,
         };
-        if cut {
-            self.conn.decrease(self.cfg.conn_beta, self.cfg.min_conn_cwnd, srtt_ns, now);
+        if conn_beta < 1024 {
+            self.conn.decrease(conn_beta, self.cfg.min_conn_cwnd, srtt_ns, now);
         }
     }
 
@@ -202,6 +220,7 @@ mod tests {
         Instant::from_nanos(us * 1000)
     }
 
+    // spec: MR-CC-2, MR-CC-4
     #[test]
     fn slow_start_then_linear() {
         let mut a = Aimd::new(AimdConfig::for_mss(1000));
@@ -215,6 +234,7 @@ mod tests {
         assert_eq!(a.path_window(0), 18_500);
     }
 
+    // spec: MR-CC-3, MR-CC-5, MR-CC-16
     #[test]
     fn decrease_once_per_rtt() {
         let mut a = Aimd::new(AimdConfig::for_mss(1000));
@@ -228,6 +248,7 @@ mod tests {
         assert!(conn < 128_000);
     }
 
+    // spec: MR-CC-7, MR-CC-8
     #[test]
     fn timeout_and_floor() {
         let mut a = Aimd::new(AimdConfig::for_mss(1000));
@@ -240,5 +261,31 @@ mod tests {
         assert_eq!(a.path_window(99), 0);
         a.on_path_reset(2);
         assert_eq!(a.path_window(2), 2000);
+    }
+
+    // spec: MR-CC-15, MR-CC-16
+    #[test]
+    fn loss_cuts_path_rarely_and_not_the_connection() {
+        let mut a = Aimd::new(AimdConfig::for_mss(1000));
+        let conn = a.conn_window();
+        a.on_congestion(0, Signal::Loss(1000), 10_000, t(100));
+        assert_eq!(a.path_window(0), 14_000);
+        // Within 4 SRTTs of the last loss cut: ignored; after: cut again.
+        a.on_congestion(0, Signal::Loss(1000), 10_000, t(130));
+        assert_eq!(a.path_window(0), 14_000);
+        a.on_congestion(0, Signal::Loss(1000), 10_000, t(141));
+        assert_eq!(a.path_window(0), 12_250);
+        assert_eq!(a.conn_window(), conn, "random loss does not shrink the connection window");
+        // ECN still cuts both.
+        a.on_congestion(1, Signal::Ecn(1), 10_000, t(200));
+        assert_eq!(a.conn_window(), conn * 819 / 1024);
+    }
+
+    // spec: MR-CC-13
+    #[test]
+    fn rescaled_keeps_packets() {
+        let c = AimdConfig::for_mss(4096).rescaled(1024);
+        assert_eq!(c, AimdConfig::for_mss(1024));
+        assert_eq!(AimdConfig::for_mss(4096).rescaled(4096), AimdConfig::for_mss(4096));
     }
 }

@@ -13,17 +13,33 @@
 use crate::timer::Instant;
 
 /// Equal split of inbound capacity among up to `N` senders.
+///
+/// While two or more senders are active, only `headroom_permille` / 1000 of
+/// the capacity is handed out (95% by default): senders that all run at
+/// their hint then drain, rather than keep, a queue built up before the
+/// hints arrived (incast).
 #[derive(Clone, Debug)]
 pub struct FairShare<const N: usize> {
     capacity_bps: u64,
     window_ns: u64,
+    headroom_permille: u64,
     last_seen: [Option<Instant>; N],
 }
 
 impl<const N: usize> FairShare<N> {
+    /// Share of the capacity handed out while two or more senders are active, per mille.
+    pub const DEFAULT_HEADROOM_PERMILLE: u64 = 950;
+
     /// Capacity in bytes per second; senders idle longer than `window_ns` do not count.
     pub fn new(capacity_bps: u64, window_ns: u64) -> Self {
-        FairShare { capacity_bps, window_ns, last_seen: [None; N] }
+        FairShare { capacity_bps, window_ns, headroom_permille: Self::DEFAULT_HEADROOM_PERMILLE, last_seen: [None; N] }
+    }
+
+    /// The same with another share handed out to two or more senders (per
+    /// mille, at most 1000 = the whole capacity).
+    pub fn with_headroom(mut self, permille: u64) -> Self {
+        self.headroom_permille = permille.min(1000);
+        self
     }
 
     /// Sender `slot` delivered data at `now`. Out-of-range slots are ignored.
@@ -43,7 +59,9 @@ impl<const N: usize> FairShare<N> {
 
     /// Each active sender's share in bytes per second.
     pub fn share_bps(&self, now: Instant) -> u64 {
-        self.capacity_bps / self.active(now).max(1)
+        let n = self.active(now);
+        let cap = if n >= 2 { self.capacity_bps.saturating_mul(self.headroom_permille) / 1000 } else { self.capacity_bps };
+        cap / n.max(1)
     }
 }
 
@@ -53,12 +71,22 @@ mod tests {
 
     #[test]
     fn splits_among_active() {
-        let mut f = FairShare::<4>::new(1000, 100);
+        let mut f = FairShare::<4>::new(1000, 100).with_headroom(1000);
         assert_eq!(f.share_bps(Instant::ZERO), 1000);
         f.on_receive(0, Instant::from_nanos(10));
         f.on_receive(1, Instant::from_nanos(20));
         f.on_receive(9, Instant::from_nanos(20));
         assert_eq!(f.share_bps(Instant::from_nanos(50)), 500);
         assert_eq!(f.share_bps(Instant::from_nanos(115)), 1000);
+    }
+
+    // spec: MR-CC-14
+    #[test]
+    fn headroom_only_with_two_or_more_senders() {
+        let mut f = FairShare::<4>::new(100_000, 100);
+        f.on_receive(0, Instant::from_nanos(10));
+        assert_eq!(f.share_bps(Instant::from_nanos(20)), 100_000);
+        f.on_receive(1, Instant::from_nanos(20));
+        assert_eq!(f.share_bps(Instant::from_nanos(30)), 95_000 / 2);
     }
 }

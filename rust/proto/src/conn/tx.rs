@@ -130,20 +130,31 @@ impl<C: CongestionControl> Connection<C> {
             return None;
         }
         let n = usize::from(self.cfg.paths).max(1);
-        let init = self.cfg.rto_initial_ns;
+        // A retired path has no RTT sample yet: use the connection's.
+        let conn_srtt = self.conn_rtt.srtt_or(self.cfg.rto_initial_ns);
         let i = (0..n).find(|&i| {
             self.paths.get(i).is_some_and(|p| {
                 p.floor_needed()
-                    && p.floor_sent_at.is_none_or(|t| now.nanos_since(t) >= p.rtt.srtt_or(init))
+                    && p.floor_sent_at.is_none_or(|t| now.nanos_since(t) >= p.rtt.srtt_or(conn_srtt))
             })
         })?;
+        // Another path, preferably one without timeouts (several paths can
+        // share a failed route).
+        let start = i.wrapping_add(1).wrapping_add(self.ack_path % n.saturating_sub(1).max(1));
+        let others = (0..n).map(|k| start.wrapping_add(k) % n).filter(|&k| k != i || n == 1);
+        let mut via = i;
+        for k in others {
+            via = k;
+            if self.paths.get(k).is_some_and(|p| p.consecutive_rto == 0) {
+                break;
+            }
+        }
+        self.ack_path = self.ack_path.wrapping_add(1);
         let p = self.paths.get_mut(i)?;
         p.floor_sent_at = Some(now);
         let control = Control { code: ControlCode::PathFloor, path: i as u8, value: p.inflight.una() };
         let len = PacketRepr::Control { header: self.unsequenced_header(), control }.emit(buf).ok()?;
         self.stats.tx_floors = self.stats.tx_floors.saturating_add(1);
-        let via = if n > 1 { i.wrapping_add(1).wrapping_add(self.ack_path % (n - 1)) % n } else { 0 };
-        self.ack_path = self.ack_path.wrapping_add(1);
         Some(self.control_transmit(len, via))
     }
 
