@@ -44,6 +44,7 @@ impl Psn {
 mod tests {
     use super::*;
 
+    // spec: MR-GEN-4
     #[test]
     fn wraparound() {
         let a = Psn(u32::MAX - 1);
@@ -56,6 +57,7 @@ mod tests {
         assert!(!a.before(a));
     }
 
+    // spec: MR-GEN-4
     #[test]
     fn half_range() {
         assert!(seq_lt(0, 0x7fff_ffff));

@@ -165,6 +165,7 @@ pub(crate) type ReasmWindow = SeqWindow<{ crate::constants::REASM_WINDOW / 64 }>
 mod tests {
     use super::*;
 
+    // spec: MR-SACK-5
     #[test]
     fn in_order_advances() {
         let mut w = SackWindow::new(10);
@@ -175,6 +176,7 @@ mod tests {
         assert_eq!(w.get(5), Some(true));
     }
 
+    // spec: MR-SACK-5
     #[test]
     fn gap_kept_until_filled() {
         let mut w = SackWindow::new(0);
@@ -190,6 +192,7 @@ mod tests {
         assert_eq!(w.words()[0], 0);
     }
 
+    // spec: MR-SACK-5
     #[test]
     fn beyond_and_sliding() {
         let mut w = SackWindow::new(0);
@@ -203,6 +206,7 @@ mod tests {
         assert_eq!(w.get(299), Some(false));
     }
 
+    // spec: MR-GEN-4, MR-SACK-5
     #[test]
     fn wraparound() {
         let mut w = SackWindow::new(u32::MAX - 1);
@@ -214,6 +218,7 @@ mod tests {
         assert_eq!(w.base(), 2);
     }
 
+    // spec: MR-PLC-2
     #[test]
     fn multiword_shift() {
         let mut w = ReasmWindow::new(0);

@@ -13,6 +13,7 @@ fn cfg() -> Config {
     c
 }
 
+// spec: MR-RTX-7, MR-RTX-8, MR-CMP-6, MR-PATH-5, MR-PATH-7
 #[test]
 fn retry_exhaustion_fails_then_flushes() {
     big_stack(|| {
@@ -41,6 +42,7 @@ fn retry_exhaustion_fails_then_flushes() {
     });
 }
 
+// spec: MR-RNR-1, MR-RNR-3
 #[test]
 fn rnr_waits_for_receive_then_completes() {
     big_stack(|| {
@@ -64,6 +66,7 @@ fn rnr_waits_for_receive_then_completes() {
     });
 }
 
+// spec: MR-RNR-5
 #[test]
 fn rnr_retry_exhaustion() {
     big_stack(|| {
@@ -78,6 +81,7 @@ fn rnr_retry_exhaustion() {
     });
 }
 
+// spec: MR-VAL-6, MR-CMP-6
 #[test]
 fn remote_access_error_is_reported() {
     big_stack(|| {
@@ -99,6 +103,7 @@ fn remote_access_error_is_reported() {
     });
 }
 
+// spec: MR-OP-7
 #[test]
 fn read_access_error_travels_in_response() {
     big_stack(|| {
@@ -111,6 +116,7 @@ fn read_access_error_travels_in_response() {
     });
 }
 
+// spec: MR-PATH-5, MR-PATH-6, MR-PATH-7
 #[test]
 fn blackholed_path_is_retired_and_transfer_completes() {
     big_stack(|| {
@@ -134,6 +140,7 @@ fn blackholed_path_is_retired_and_transfer_completes() {
     });
 }
 
+// spec: MR-SACK-16, MR-CC-3
 #[test]
 fn ecn_marks_shrink_windows() {
     big_stack(|| {
@@ -153,6 +160,7 @@ fn ecn_marks_shrink_windows() {
     });
 }
 
+// spec: MR-SACK-11, MR-CC-11
 #[test]
 fn rate_hint_reaches_sender() {
     big_stack(|| {

@@ -13,6 +13,7 @@ fn cfg() -> Config {
     c
 }
 
+// spec: MR-OP-1, MR-OP-4, MR-OP-5, MR-OP-7, MR-CMP-2, MR-CMP-3, MR-ATOM-3, MR-PLC-4
 #[test]
 fn send_write_read_atomic_lossless() {
     big_stack(send_write_read_atomic_lossless_body);

@@ -165,6 +165,7 @@ fn loss_20pct_dup_reorder_single_path() {
     big_stack(|| run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 3, 1));
 }
 
+// spec: MR-PATH-3, MR-RTX-1, MR-SACK-17
 #[test]
 fn loss_20pct_dup_reorder_multipath() {
     big_stack(|| run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 4, 8));
@@ -173,6 +174,7 @@ fn loss_20pct_dup_reorder_multipath() {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
 
+    // spec: MR-CMP-1, MR-CMP-4, MR-CMP-5, MR-ATOM-1, MR-ATOM-2, MR-RTX-1, MR-RTX-2, MR-SACK-13, MR-SACK-14, MR-SACK-17, MR-PLC-2, MR-PLC-3
     #[test]
     fn exactly_once_in_order(
         ops in proptest::collection::vec(op_strategy(), 1..24),

@@ -105,6 +105,7 @@ impl metaroce_proto::Memory for NoMem {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
 
+    // spec: MR-GEN-2
     #[test]
     fn roundtrip(r in repr(), payload in proptest::collection::vec(any::<u8>(), 0..64)) {
         let mut buf = [0u8; 1024];
@@ -123,6 +124,7 @@ proptest! {
         }
     }
 
+    // spec: MR-VAL-4
     #[test]
     fn arbitrary_bytes_never_panic(bytes in proptest::collection::vec(any::<u8>(), 0..200), ver in any::<bool>()) {
         let mut bytes = bytes;
@@ -139,6 +141,7 @@ proptest! {
     }
 }
 
+// spec: MR-VAL-4
 #[test]
 fn connection_survives_garbage() {
     common::big_stack(|| {

@@ -194,7 +194,7 @@ fn nak_queue_overflow_is_counted() {
     });
 }
 
-// spec: MR-SACK-18
+// spec: MR-SACK-18, MR-SACK-2
 #[test]
 fn psn_far_behind_cumulative_is_dropped() {
     big(|| {
@@ -212,6 +212,9 @@ fn psn_far_behind_cumulative_is_dropped() {
         let dups = n.c[1].stats().rx_duplicates;
         assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Ok(()));
         assert_eq!(n.c[1].stats().rx_duplicates, dups + 1);
+        // 512 beyond: dropped.
+        pkt[12..16].copy_from_slice(&base.wrapping_add(crate::constants::PSN_ACCEPT_WINDOW).to_be_bytes());
+        assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow));
         // 257 and 2^31 - 1 before: stale, dropped without effect.
         for back in [SACK_BITS as u32 + 1, 0x7fff_ffff] {
             pkt[12..16].copy_from_slice(&base.wrapping_sub(back).to_be_bytes());
@@ -369,5 +372,121 @@ fn aimd_segment_follows_mtu() {
         cfg.aimd.init_conn_cwnd = 8 * 4096;
         cfg.mtu = 2048;
         assert_eq!(cfg.sanitized().aimd.init_conn_cwnd, 8 * 2048);
+    });
+}
+
+// spec: MR-PSN-1
+#[test]
+fn initial_psn_test_vectors() {
+    big(|| {
+        assert_eq!(initial_psn(0x0000_0001, 0), 0xe324_653f);
+        assert_eq!(initial_psn(0x0000_0001, 1), 0x5060_2724);
+        assert_eq!(initial_psn(0x1234_5678, 0), 0x021f_9f77);
+        assert_eq!(initial_psn(0x1234_5678, 15), 0x2a4e_79fc);
+        assert_eq!(initial_psn(0xffff_ffff, 7), 0x0c8b_6fea);
+        // The first data packet of each path carries it, and the receiver expects it.
+        let mut n = Net::new(4);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
+        for p in n.out(0).iter().filter(|p| is_data(p)) {
+            let h = hdr(p);
+            assert_eq!(h.psn, initial_psn(0x11, usize::from(h.path)));
+            assert_eq!(n.c[1].rx_paths[usize::from(h.path)].window.base(), h.psn);
+        }
+    });
+}
+
+// spec: MR-PATH-1, MR-PATH-2
+#[test]
+fn paths_and_ports() {
+    big(|| {
+        let mut cfg = Config::new(1);
+        cfg.paths = 0;
+        assert_eq!(cfg.sanitized().paths, 1);
+        cfg.paths = 200;
+        assert_eq!(cfg.sanitized().paths, crate::constants::MAX_PATHS as u8);
+        let c = Box::new(Connection::new(cfg, t0(), 3));
+        let ports: Vec<u16> = (0..crate::constants::MAX_PATHS).map(|i| c.path_port(i).unwrap()).collect();
+        assert!(ports.iter().all(|p| *p >= 49152));
+        for (i, a) in ports.iter().enumerate() {
+            assert!(!ports[i + 1..].contains(a), "ports are distinct");
+        }
+    });
+}
+
+// spec: MR-CONN-3, MR-CONN-4, MR-CONN-5, MR-SEC-3, MR-SEC-2
+#[test]
+fn connection_ids_are_checked_before_anything() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
+        let pkt = n.out(0).remove(0);
+        let h = hdr(&pkt);
+        assert_eq!((h.src_conn, h.dst_conn, h.flags.has(Flags::OPEN)), (0x11, 0x22, false));
+        // Wrong dst_conn, or dst_conn 0 without OPEN, or another src_conn: dropped, no reply.
+        for (off, v) in [(4usize, 0x23u32), (4, 0), (8, 0x12)] {
+            let mut bad = pkt.clone();
+            bad[off..off + 4].copy_from_slice(&v.to_be_bytes());
+            assert_eq!(n.c[1].handle_datagram(n.now, false, &bad, &mut n.mem[1]), Err(RxDrop::WrongConnection));
+        }
+        n.now = n.now.add_nanos(1_000_000);
+        assert!(n.out(1).is_empty(), "nothing is sent in reply");
+        assert_eq!(n.mem[1].placed, 0);
+    });
+}
+
+// spec: MR-CONN-12, MR-CONN-10
+#[test]
+fn closed_connection_drops_and_stays_silent() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
+        let data = n.out(0);
+        n.c[1].close(0);
+        let out = n.out(1);
+        assert_eq!(out.len(), 1, "one CLOSE");
+        assert_eq!(n.c[1].state(), ConnState::Closed);
+        assert_eq!(n.c[1].handle_datagram(n.now, false, &data[0], &mut n.mem[1]), Err(RxDrop::Closed));
+        assert!(n.out(1).is_empty());
+        assert_eq!(n.c[1].post_send(QpId(0), write(2, 1, 5)), Err(PostError::Closed));
+    });
+}
+
+// spec: MR-SACK-4, MR-SACK-6, MR-SACK-7, MR-SACK-8, MR-SACK-9, MR-SACK-10
+#[test]
+fn ack_reports_cumulative_sack_and_ce() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 3 * 1024, 5)).unwrap();
+        let pkts = n.out(0);
+        let first = hdr(&pkts[0]).psn;
+        // In order, no CE: the ACK waits (delayed ACK).
+        n.c[1].handle_datagram(n.now, false, &pkts[0], &mut n.mem[1]).unwrap();
+        assert!(n.out(1).is_empty());
+        // A hole (packet 1 missing) with CE on packet 2: ACK at once.
+        n.c[1].handle_datagram(n.now, true, &pkts[2], &mut n.mem[1]).unwrap();
+        let acks = n.out(1);
+        assert_eq!(acks.len(), 1);
+        let PacketRepr::Ack { ack, .. } = PacketRepr::parse(&acks[0]).unwrap() else { panic!() };
+        assert_eq!(ack.count, 1);
+        let b = ack.blocks[0];
+        assert_eq!((b.path, b.cum_psn, b.ce_count), (0, first.wrapping_add(1), 1));
+        assert_eq!(b.sack[0], 0b10, "bit 1: PSN cum + 1");
+        // The block is repeated in the next ACK, then no more.
+        n.c[1].handle_datagram(n.now, false, &pkts[2], &mut n.mem[1]).unwrap();
+        assert_eq!(n.out(1).len(), 1, "a duplicate is acknowledged at once");
+        // A NAKed packet's PSN is not recorded.
+        n.c[0].post_send(qp, write(2, 100, 0xBAD)).unwrap();
+        let bad = n.out(0);
+        let base = n.c[1].rx_paths[0].window.clone();
+        n.deliver(1, &bad);
+        assert_eq!(n.c[1].rx_paths[0].window, base);
     });
 }

@@ -210,6 +210,7 @@ impl Inflight {
 mod tests {
     use super::*;
 
+    // spec: MR-PSN-2
     #[test]
     fn push_ack_advance() {
         let mut f = Inflight::new(u32::MAX - 1);
@@ -231,6 +232,7 @@ mod tests {
         assert_eq!(f.lost, 0);
     }
 
+    // spec: MR-PSN-3
     #[test]
     fn window_limit() {
         let mut f = Inflight::new(0);

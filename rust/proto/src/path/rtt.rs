@@ -67,6 +67,7 @@ impl RttEstimator {
 mod tests {
     use super::*;
 
+    // spec: MR-RTX-3, MR-RTX-4
     #[test]
     fn first_sample_and_smoothing() {
         let mut r = RttEstimator::default();

@@ -132,6 +132,7 @@ impl AckBlock {
 mod tests {
     use super::*;
 
+    // spec: MR-WIRE-14
     #[test]
     fn block_acks() {
         let mut b = AckBlock { cum_psn: 100, ..Default::default() };
@@ -143,6 +144,7 @@ mod tests {
         assert_eq!(b.acks(356), None);
     }
 
+    // spec: MR-WIRE-15
     #[test]
     fn count_checked() {
         let mut buf = [0u8; 64];

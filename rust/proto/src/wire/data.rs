@@ -303,6 +303,7 @@ impl DataExt {
 mod tests {
     use super::*;
 
+    // spec: MR-GEN-2
     #[test]
     fn write_imm_layout() {
         let e = DataExt::Write { rkey: 0x11, va: 0x0102_0304_0506_0708, total_len: 9, imm: Some((3, 4)) };
@@ -314,6 +315,7 @@ mod tests {
         assert_eq!(DataExt::parse(PacketType::WriteImm, &b[..55]), Err(Error::Truncated));
     }
 
+    // spec: MR-WIRE-13
     #[test]
     fn bad_status_rejected() {
         let mut b = [0u8; 40];

@@ -178,6 +178,7 @@ impl Header {
 mod tests {
     use super::*;
 
+    // spec: MR-GEN-2, MR-WIRE-8
     #[test]
     fn roundtrip_and_layout() {
         let h = Header {
@@ -194,6 +195,7 @@ mod tests {
         assert_eq!(Header::parse(&b), Ok(h));
     }
 
+    // spec: MR-WIRE-8, MR-WIRE-9
     #[test]
     fn rejects_bad_input() {
         let mut b = [0u8; 16];

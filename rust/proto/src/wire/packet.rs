@@ -219,6 +219,7 @@ mod tests {
         Header { ty: 0, flags: Flags(Flags::LAST), path: 2, dst_conn: 5, src_conn: 6, psn: 7 }
     }
 
+    // spec: MR-GEN-2, MR-WIRE-11
     #[test]
     fn data_roundtrip_with_payload() {
         let r = PacketRepr::Data {
@@ -236,6 +237,7 @@ mod tests {
         assert_eq!(Packet::new_checked(&b[..39]).err(), Some(Error::Truncated));
     }
 
+    // spec: MR-WIRE-15, MR-WIRE-16, MR-WIRE-17
     #[test]
     fn ack_nak_control_roundtrip() {
         let mut ack = AckRepr { rate_hint: 100, ack_delay: 3, count: 2, ..Default::default() };
