@@ -1,18 +1,18 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Install every host dependency of metaroce by package name. Idempotent: each step
-# leaves a stamp in $METAROCE_CACHE and is skipped when the stamp is newer than this
-# script. Needs root (apt-get); runs unattended (no prompts).
+# leaves a stamp in $METAROCE_CACHE and is skipped while its stamp is current. Needs
+# root (apt-get); runs unattended (no prompts).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 mkdir -p "$METAROCE_CACHE"
-# A step is done when its stamp holds the hash of this script: editing the script
-# (e.g. adding a package) re-runs the steps, a fresh clone of it does not.
-SELF_HASH=$(sha256sum "$0" | cut -c1-16)
+# A step is done when its stamp holds the hash of what it installs: adding a package
+# re-runs that step, a fresh clone or an unrelated edit of this script does not.
 stamp() { echo "$METAROCE_CACHE/.stamp-$1"; }
-fresh() { [ "$(cat "$(stamp "$1")" 2>/dev/null)" = "$SELF_HASH" ]; }
-done_() { echo "$SELF_HASH" > "$(stamp "$1")"; }
+key() { echo "$*" | sha256sum | cut -c1-16; }
+fresh() { [ "$(cat "$(stamp "$1")" 2>/dev/null)" = "$(key "${@:2}")" ]; }
+done_() { key "${@:2}" > "$(stamp "$1")"; }
 
 APT_PKGS=(
 	# Rust for the kernel: rustc with rust-src, LLVM matching its own (22)
@@ -27,7 +27,8 @@ APT_PKGS=(
 	iproute2 iputils-ping ethtool procps psmisc
 )
 
-if ! fresh apt; then
+APT_KEY="${APT_PKGS[*]} qemu-system-x86/bookworm-backports linux-source-$KERNEL_SERIES/trixie-backports"
+if ! fresh apt "$APT_KEY"; then
 	export DEBIAN_FRONTEND=noninteractive
 	# The kernel source comes from trixie-backports, pinned low so nothing else
 	# on the host is upgraded from it.
@@ -55,27 +56,27 @@ PIN
 	apt-get install -y -qq --no-install-recommends "${APT_PKGS[@]}" >/dev/null
 	apt-get install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null
 	apt-get install -y -qq --no-install-recommends "linux-source-$KERNEL_SERIES/trixie-backports" >/dev/null
-	done_ apt
+	done_ apt "$APT_KEY"
 fi
 
-if ! fresh bindgen || [ ! -x "$TOOLS_DIR/bin/bindgen" ]; then
+if ! fresh bindgen bindgen-cli || [ ! -x "$TOOLS_DIR/bin/bindgen" ]; then
 	log "cargo install bindgen-cli"
 	# The rustup cargo on PATH builds the host tool; the kernel itself uses /usr/bin/rustc.
 	cargo install --quiet bindgen-cli --locked --root "$TOOLS_DIR"
-	done_ bindgen
+	done_ bindgen bindgen-cli
 fi
 
-if ! fresh cargo-fuzz || [ ! -x "$TOOLS_DIR/bin/cargo-fuzz" ]; then
+if ! fresh cargo-fuzz cargo-fuzz || [ ! -x "$TOOLS_DIR/bin/cargo-fuzz" ]; then
 	log "cargo install cargo-fuzz"
 	cargo install --quiet cargo-fuzz --locked --root "$TOOLS_DIR"
-	done_ cargo-fuzz
+	done_ cargo-fuzz cargo-fuzz
 fi
 
-if ! fresh venv || [ ! -x "$VENV_DIR/bin/vng" ]; then
+if ! fresh venv virtme-ng || [ ! -x "$VENV_DIR/bin/vng" ]; then
 	log "virtme-ng in $VENV_DIR"
 	/usr/bin/python3 -m venv "$VENV_DIR"
 	"$VENV_DIR/bin/pip" install --quiet --disable-pip-version-check virtme-ng
-	done_ venv
+	done_ venv virtme-ng
 fi
 [ -n "${VERBOSE:-}" ] && log "host setup complete"
 exit 0
