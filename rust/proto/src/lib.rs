@@ -36,6 +36,8 @@
 #![no_std]
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
+// pin_init's `init!` (a macro_rules macro in the crates.io copy) recurses once per field.
+#![recursion_limit = "256"]
 
 pub mod cc;
 pub mod constants;

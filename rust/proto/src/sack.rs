@@ -47,6 +47,12 @@ impl<const WORDS: usize> SeqWindow<WORDS> {
         SeqWindow { base, bits: [0; WORDS] }
     }
 
+    /// Empties the window in place; its first unrecorded number becomes `base`.
+    pub(crate) fn reset(&mut self, base: u32) {
+        self.base = base;
+        self.bits.iter_mut().for_each(|w| *w = 0);
+    }
+
     /// The cumulative point: every number before it is recorded.
     pub(crate) fn base(&self) -> u32 {
         self.base

@@ -12,6 +12,7 @@
 use super::{CongestionControl, Signal};
 use crate::constants::{MAX_PATHS, SACK_BITS};
 use crate::timer::Instant;
+use pin_init::{init, init_array_from_fn, Init};
 
 /// AIMD parameters. Factors are in 1/1024 units.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -157,6 +158,16 @@ impl Aimd {
             paths: [Window::new(u64::from(cfg.init_path_cwnd)); MAX_PATHS],
             conn: Window::new(cfg.init_conn_cwnd),
         }
+    }
+
+    /// [`Aimd::new`] as an in-place initializer (the controller is about
+    /// 750 bytes), for [`Connection::init`](crate::Connection::init).
+    pub fn init(cfg: AimdConfig) -> impl Init<Self> {
+        init!(Aimd {
+            cfg,
+            paths <- init_array_from_fn(|_| Window::new(u64::from(cfg.init_path_cwnd))),
+            conn: Window::new(cfg.init_conn_cwnd),
+        })
     }
 }
 

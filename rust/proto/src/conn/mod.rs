@@ -29,10 +29,11 @@ use crate::constants::{
 use crate::event::{Event, WcStatus};
 use crate::path::{PathStats, TxPath};
 use crate::rng::Rng;
-use crate::sack::{SackWindow, SeqWindow};
+use crate::sack::SackWindow;
 use crate::timer::{earliest, Instant};
 use crate::wire::Nak;
 use crate::wr::{Opcode, WorkRequest};
+use pin_init::{init, init_array_from_fn, Init};
 use qp::{Qp, QpState, RecvWqe, SendWr};
 
 /// A local QP's handle within its connection.
@@ -143,7 +144,15 @@ pub(crate) fn segments(len: u32, mtu: u32) -> u32 {
 
 /// One MetaRoCE connection (see the crate documentation).
 ///
-/// [`Connection::reset`] re-initializes one in place.
+/// A connection is large (about 330 KiB: per-path in-flight rings and per-QP
+/// queues), far more than a kernel stack. Build it in place with
+/// [`Connection::init`] / [`Connection::init_aimd`], which return a `pin_init`
+/// initializer that writes every field straight into its final memory without
+/// any large temporary; for example, in the kernel,
+/// `KBox::init(Connection::init_aimd(cfg, now, seed), GFP_KERNEL)?`.
+/// [`Connection::reset`] re-initializes one in place. The by-value
+/// constructors [`Connection::new`] and [`Connection::with_cc`] are for host
+/// code only (left out of the kernel build).
 #[derive(Clone, Debug)]
 pub struct Connection<C: CongestionControl = Aimd> {
     cfg: Config,
@@ -183,8 +192,17 @@ pub struct Connection<C: CongestionControl = Aimd> {
 }
 
 impl Connection<Aimd> {
-    /// A connection with the default AIMD controller. `seed` drives source-port
+    /// In-place initializer of a connection with the default AIMD controller
+    /// (configured from `config.aimd`): see [`Connection::init`].
+    pub fn init_aimd(config: Config, now: Instant, seed: u64) -> impl Init<Self> {
+        let cfg = config.sanitized();
+        Self::init(cfg, Aimd::init(cfg.aimd), now, seed)
+    }
+
+    /// A connection with the default AIMD controller, by value (host only:
+    /// the kernel uses [`Connection::init_aimd`]). `seed` drives source-port
     /// choice; `now` is the caller's current time.
+    #[cfg(not(metaroce_kernel))]
     pub fn new(config: Config, now: Instant, seed: u64) -> Self {
         let cfg = config.sanitized();
         Self::with_cc(cfg, Aimd::new(cfg.aimd), now, seed)
@@ -192,7 +210,56 @@ impl Connection<Aimd> {
 }
 
 impl<C: CongestionControl> Connection<C> {
-    /// A connection with a caller-chosen congestion controller.
+    /// In-place initializer of a connection with a caller-chosen congestion
+    /// controller (`cc` is a `C` by value or an initializer of one). `seed`
+    /// drives source-port choice; `now` is the caller's current time. Nothing
+    /// larger than one small element is built on the stack: the paths, QPs
+    /// and their rings are written in place, element by element. Infallible.
+    ///
+    /// Run it with any `pin_init` slot: `KBox::init(.., GFP_KERNEL)` in the
+    /// kernel, `Box::init(..)` (`pin_init::InPlaceInit`) on a host.
+    pub fn init(config: Config, cc: impl Init<C>, now: Instant, seed: u64) -> impl Init<Self> {
+        let cfg = config.sanitized();
+        init!(Connection {
+            cfg,
+            state: ConnState::Open,
+            peer_conn: 0,
+            rng: Rng::new(seed),
+            cc <- cc,
+            paths <- init_array_from_fn(|_| TxPath::init(0, 0)),
+            rx_paths <- init_array_from_fn(|_| RxPath::default()),
+            qps <- init_array_from_fn(|_| Qp::init()),
+            next_path: 0,
+            next_qp: 0,
+            ack_path: 0,
+            ack_pending: 0,
+            ack_now: false,
+            ack_deadline: None,
+            ack_since: None,
+            local_hint_bps: 0,
+            peer_hint_bps: 0,
+            conn_rtt: Default::default(),
+            next_send_at: now,
+            paced: false,
+            consecutive_rto: 0,
+            rnr_wakeup: None,
+            naks <- init_array_from_fn(|_| None),
+            deliver_mask: 0,
+            close_pending: None,
+            events <- init_array_from_fn(|_| None),
+            ev_head: 0,
+            ev_len: 0,
+            stats: Stats::default(),
+        })
+        .chain(move |c| {
+            c.setup(seed);
+            Ok(())
+        })
+    }
+
+    /// A connection with a caller-chosen congestion controller, by value
+    /// (host only: the kernel uses [`Connection::init`]).
+    #[cfg(not(metaroce_kernel))]
     pub fn with_cc(config: Config, cc: C, now: Instant, seed: u64) -> Self {
         let mut c = Connection {
             cfg: config.sanitized(),
@@ -200,9 +267,9 @@ impl<C: CongestionControl> Connection<C> {
             peer_conn: 0,
             rng: Rng::new(seed),
             cc,
-            paths: core::array::from_fn(|_| TxPath::default()),
+            paths: core::array::from_fn(|_| TxPath::blank()),
             rx_paths: core::array::from_fn(|_| RxPath::default()),
-            qps: core::array::from_fn(|_| Qp::default()),
+            qps: core::array::from_fn(|_| Qp::blank()),
             next_path: 0,
             next_qp: 0,
             ack_path: 0,
@@ -225,24 +292,26 @@ impl<C: CongestionControl> Connection<C> {
             ev_len: 0,
             stats: Stats::default(),
         };
-        c.init(now, seed);
+        c.setup(seed);
         c
     }
 
-    /// Re-initializes this connection in place (no large temporary), keeping the controller.
+    /// Re-initializes this connection in place, as [`Connection::init`] would
+    /// (field by field: no large temporary).
     pub fn reset(&mut self, config: Config, cc: C, now: Instant, seed: u64) {
         self.cfg = config.sanitized();
         self.cc = cc;
         self.state = ConnState::Open;
         self.peer_conn = 0;
+        self.rng = Rng::new(seed);
         for p in self.paths.iter_mut() {
-            *p = TxPath::default();
+            p.reset(0, 0);
         }
         for p in self.rx_paths.iter_mut() {
             *p = RxPath::default();
         }
         for q in self.qps.iter_mut() {
-            *q = Qp::default();
+            q.reset();
         }
         self.next_path = 0;
         self.next_qp = 0;
@@ -251,30 +320,33 @@ impl<C: CongestionControl> Connection<C> {
         self.ack_now = false;
         self.ack_deadline = None;
         self.ack_since = None;
+        self.local_hint_bps = 0;
         self.peer_hint_bps = 0;
         self.conn_rtt = Default::default();
         self.next_send_at = now;
         self.paced = false;
         self.consecutive_rto = 0;
         self.rnr_wakeup = None;
-        self.naks = [None; MAX_PENDING_NAKS];
+        self.naks.iter_mut().for_each(|n| *n = None);
         self.deliver_mask = 0;
         self.close_pending = None;
-        self.events = [None; MAX_PENDING_EVENTS];
+        self.events.iter_mut().for_each(|e| *e = None);
         self.ev_head = 0;
         self.ev_len = 0;
         self.stats = Stats::default();
-        self.init(now, seed);
+        self.setup(seed);
     }
 
-    fn init(&mut self, _now: Instant, seed: u64) {
+    /// Second stage of construction, on the blank connection: paths get their
+    /// ports and first PSNs, the rate hint and a configured peer take effect.
+    fn setup(&mut self, seed: u64) {
         self.rng = Rng::new(seed);
         self.local_hint_bps = self.cfg.rate_hint_bps;
         let local = self.cfg.local_conn_id;
         for i in 0..self.paths.len() {
             let port = self.fresh_port();
             if let Some(p) = self.paths.get_mut(i) {
-                *p = TxPath::new(port, initial_psn(local, i));
+                p.reset(port, initial_psn(local, i));
             }
         }
         if self.cfg.peer_conn_id != 0 {
@@ -387,29 +459,28 @@ impl<C: CongestionControl> Connection<C> {
             .ok_or(PostError::TooManyQps)?;
         let (msn, ssn, rssn) = (stream_start(sq_psn, 0), stream_start(sq_psn, 1), stream_start(sq_psn, 2));
         let (peer_msn, peer_ssn, peer_rssn) = (stream_start(rq_psn, 0), stream_start(rq_psn, 1), stream_start(rq_psn, 2));
-        *q = Qp {
-            state: QpState::Active,
-            local_qpn,
-            remote_qpn,
-            sq_head: msn,
-            next_msn: msn,
-            send_msn: msn,
-            next_ssn: ssn,
-            req_acked: SeqWindow::new(ssn),
-            resp_rx: SeqWindow::new(rssn),
-            req_rx: SeqWindow::new(peer_ssn),
-            deliver_msn: peer_msn,
-            next_resp_ssn: peer_rssn,
-            resp_acked: SeqWindow::new(peer_rssn),
-            ..Default::default()
-        };
+        // In place: a QP is about 20 KiB.
+        q.reset();
+        q.state = QpState::Active;
+        q.local_qpn = local_qpn;
+        q.remote_qpn = remote_qpn;
+        q.sq_head = msn;
+        q.next_msn = msn;
+        q.send_msn = msn;
+        q.next_ssn = ssn;
+        q.req_acked.reset(ssn);
+        q.resp_rx.reset(rssn);
+        q.req_rx.reset(peer_ssn);
+        q.deliver_msn = peer_msn;
+        q.next_resp_ssn = peer_rssn;
+        q.resp_acked.reset(peer_rssn);
         Ok(QpId(i as u16))
     }
 
     /// Unbinds a QP at once; its outstanding work is forgotten without completions.
     pub fn close_qp(&mut self, qp: QpId) {
         if let Some(q) = self.qps.get_mut(qp.index()) {
-            *q = Qp::default();
+            q.reset();
         }
     }
 

@@ -18,6 +18,7 @@ use crate::sack::ReasmWindow;
 use crate::timer::Instant;
 use crate::wire::Status;
 use crate::wr::{Opcode, WorkRequest};
+use pin_init::{init, init_array_from_fn, Init};
 
 /// QP slot state.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -222,8 +223,41 @@ impl Qp {
     }
 }
 
-impl Default for Qp {
-    fn default() -> Self {
+impl Qp {
+    /// A free slot, built in place (a QP is about 20 KiB).
+    pub(crate) fn init() -> impl Init<Self> {
+        init!(Qp {
+            state: QpState::Free,
+            local_qpn: 0,
+            remote_qpn: 0,
+            error: None,
+            error_reported: false,
+            sq <- init_array_from_fn(|_| SendWr::default()),
+            sq_head: 0,
+            next_msn: 0,
+            send_msn: 0,
+            send_seg: 0,
+            next_ssn: 0,
+            next_rsn: 0,
+            req_acked: ReasmWindow::default(),
+            resp_rx: ReasmWindow::default(),
+            rq <- init_array_from_fn(|_| RecvWqe::default()),
+            rq_head: 0,
+            rq_tail: 0,
+            req_rx: ReasmWindow::default(),
+            msgs <- init_array_from_fn(|_| RxMsg::default()),
+            deliver_msn: 0,
+            responses <- init_array_from_fn(|_| Response::default()),
+            resp_head: 0,
+            resp_tail: 0,
+            next_resp_ssn: 0,
+            resp_acked: ReasmWindow::default(),
+        })
+    }
+
+    /// A free slot by value (host only, for the by-value constructors).
+    #[cfg(not(metaroce_kernel))]
+    pub(crate) fn blank() -> Self {
         Qp {
             state: QpState::Free,
             local_qpn: 0,
@@ -251,5 +285,34 @@ impl Default for Qp {
             next_resp_ssn: 0,
             resp_acked: ReasmWindow::default(),
         }
+    }
+
+    /// Makes this a free slot (as [`Qp::init`]) in place.
+    pub(crate) fn reset(&mut self) {
+        self.state = QpState::Free;
+        self.local_qpn = 0;
+        self.remote_qpn = 0;
+        self.error = None;
+        self.error_reported = false;
+        self.sq.iter_mut().for_each(|w| *w = SendWr::default());
+        self.sq_head = 0;
+        self.next_msn = 0;
+        self.send_msn = 0;
+        self.send_seg = 0;
+        self.next_ssn = 0;
+        self.next_rsn = 0;
+        self.req_acked.reset(0);
+        self.resp_rx.reset(0);
+        self.rq.iter_mut().for_each(|w| *w = RecvWqe::default());
+        self.rq_head = 0;
+        self.rq_tail = 0;
+        self.req_rx.reset(0);
+        self.msgs.iter_mut().for_each(|m| *m = RxMsg::default());
+        self.deliver_msn = 0;
+        self.responses.iter_mut().for_each(|r| *r = Response::default());
+        self.resp_head = 0;
+        self.resp_tail = 0;
+        self.next_resp_ssn = 0;
+        self.resp_acked.reset(0);
     }
 }

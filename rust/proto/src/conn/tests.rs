@@ -16,6 +16,7 @@ use crate::memory::{AtomicOp, Dest, MemError, Memory};
 use crate::path::inflight::Inflight;
 use crate::wire::{Flags, Header, NakCode, Packet, PacketRepr, PacketType};
 use crate::wr::{Opcode, WorkRequest};
+use pin_init::InPlaceInit;
 
 /// Memory that accepts everything except rkey 0xBAD and local placements
 /// when `refuse_local` is set; counts placed bytes.
@@ -64,10 +65,11 @@ impl Net {
         cfg.paths = paths;
         cfg.mtu = 1024;
         cfg.peer_conn_id = 0x22;
-        let a = Box::new(Connection::new(cfg, t0(), 1));
+        // In place, as the kernel driver does (KBox::init).
+        let a = Box::init(Connection::init_aimd(cfg, t0(), 1)).unwrap_or_else(|e| match e {});
         cfg.local_conn_id = 0x22;
         cfg.peer_conn_id = 0x11;
-        let b = Box::new(Connection::new(cfg, t0(), 2));
+        let b = Box::init(Connection::init_aimd(cfg, t0(), 2)).unwrap_or_else(|e| match e {});
         Net { c: [a, b], mem: [Mem::default(), Mem::default()], now: t0() }
     }
 
@@ -145,6 +147,55 @@ fn hdr(p: &[u8]) -> Header {
 
 fn is_data(p: &[u8]) -> bool {
     Packet::new_checked(p).is_ok_and(|p| p.packet_type().is_data())
+}
+
+fn fresh(cfg: Config, seed: u64) -> Box<Connection> {
+    Box::init(Connection::init_aimd(cfg, t0(), seed)).unwrap_or_else(|e| match e {})
+}
+
+/// The in-place initializer builds exactly what the by-value constructor does.
+#[test]
+fn init_in_place_matches_new() {
+    big(|| {
+        for (paths, peer) in [(1, 0), (4, 0x22), (16, 7)] {
+            let mut cfg = Config::new(0x11);
+            cfg.paths = paths;
+            cfg.peer_conn_id = peer;
+            let boxed = fresh(cfg, 9);
+            let by_value = Connection::new(cfg, t0(), 9);
+            assert_eq!(std::format!("{boxed:?}"), std::format!("{by_value:?}"));
+            assert_eq!(boxed.path_port(0), by_value.path_port(0));
+        }
+    });
+}
+
+/// `reset` after traffic (bound QPs, data in flight, events pending) leaves
+/// exactly the state of a fresh connection, for a different configuration too.
+#[test]
+fn reset_matches_fresh_init() {
+    big(|| {
+        let mut n = Net::new(4);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        for id in 0..5 {
+            n.c[0].post_send(qp, write(id, 3000, 5)).unwrap();
+        }
+        let pkts = n.out(0);
+        n.deliver(1, &pkts[1..]);
+        let acks = n.out(1);
+        n.deliver(0, &acks);
+        n.at(50_000);
+        n.c[0].post_send(qp, write(9, 100, 0xBAD)).unwrap();
+        n.settle();
+        assert!(n.c[0].stats().tx_data > 0 && n.c[1].stats().rx_bytes > 0);
+        let mut cfg = Config::new(0x33);
+        cfg.paths = 3;
+        cfg.peer_conn_id = 0x44;
+        for c in n.c.iter_mut() {
+            c.reset(cfg, Aimd::new(cfg.sanitized().aimd), t0(), 5);
+            assert_eq!(std::format!("{c:?}"), std::format!("{:?}", fresh(cfg, 5)));
+        }
+    });
 }
 
 // spec: MR-RTX-11

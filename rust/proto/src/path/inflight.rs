@@ -12,6 +12,7 @@
 use crate::constants::SACK_BITS;
 use crate::psn::seq_diff;
 use crate::timer::Instant;
+use pin_init::{init, init_array_from_fn, Init};
 
 /// Which data a packet carried: a segment of a QP's request or response stream.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -58,13 +59,9 @@ pub(crate) struct Inflight {
     pub(crate) bytes_in_flight: u32,
 }
 
-impl Default for Inflight {
-    fn default() -> Self {
-        Self::new(0)
-    }
-}
-
 impl Inflight {
+    /// By value (6 KiB): host only.
+    #[cfg(any(test, not(metaroce_kernel)))]
     pub(crate) fn new(first_psn: u32) -> Self {
         Inflight {
             slots: [Sent::default(); SACK_BITS],
@@ -74,6 +71,28 @@ impl Inflight {
             lost: 0,
             bytes_in_flight: 0,
         }
+    }
+
+    /// An empty ring whose next PSN is `first_psn`, built in place.
+    pub(crate) fn init(first_psn: u32) -> impl Init<Self> {
+        init!(Inflight {
+            slots <- init_array_from_fn(|_| Sent::default()),
+            una: first_psn,
+            next: first_psn,
+            in_flight: 0,
+            lost: 0,
+            bytes_in_flight: 0,
+        })
+    }
+
+    /// Empties the ring in place; the next PSN becomes `first_psn`.
+    pub(crate) fn reset(&mut self, first_psn: u32) {
+        self.slots.iter_mut().for_each(|s| *s = Sent::default());
+        self.una = first_psn;
+        self.next = first_psn;
+        self.in_flight = 0;
+        self.lost = 0;
+        self.bytes_in_flight = 0;
     }
 
     /// Oldest unresolved PSN: every PSN before it is resolved.

@@ -18,6 +18,7 @@ pub use rtt::RttEstimator;
 
 use crate::timer::Instant;
 use inflight::Inflight;
+use pin_init::{init, Init};
 
 /// Counters of one path (sender side).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -39,7 +40,7 @@ pub struct PathStats {
 }
 
 /// Sender-side state of one path.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub(crate) struct TxPath {
     pub(crate) sport: u16,
     pub(crate) inflight: Inflight,
@@ -56,8 +57,52 @@ pub(crate) struct TxPath {
 }
 
 impl TxPath {
-    pub(crate) fn new(sport: u16, first_psn: u32) -> Self {
-        TxPath { sport, inflight: Inflight::new(first_psn), peer_cum: first_psn, ..Default::default() }
+    /// A fresh path on source port `sport` whose first PSN is `first_psn`,
+    /// built in place (the in-flight ring is 6 KiB).
+    pub(crate) fn init(sport: u16, first_psn: u32) -> impl Init<Self> {
+        init!(TxPath {
+            sport,
+            inflight <- Inflight::init(first_psn),
+            rtt: RttEstimator::default(),
+            rto_deadline: None,
+            backoff: 0,
+            consecutive_rto: 0,
+            ce_echo: 0,
+            peer_cum: first_psn,
+            floor_sent_at: None,
+            stats: PathStats::default(),
+        })
+    }
+
+    /// An unused path by value (host only, for the by-value constructors).
+    #[cfg(not(metaroce_kernel))]
+    pub(crate) fn blank() -> Self {
+        TxPath {
+            sport: 0,
+            inflight: Inflight::new(0),
+            rtt: RttEstimator::default(),
+            rto_deadline: None,
+            backoff: 0,
+            consecutive_rto: 0,
+            ce_echo: 0,
+            peer_cum: 0,
+            floor_sent_at: None,
+            stats: PathStats::default(),
+        }
+    }
+
+    /// Makes this a fresh path (as [`TxPath::init`]) in place.
+    pub(crate) fn reset(&mut self, sport: u16, first_psn: u32) {
+        self.sport = sport;
+        self.inflight.reset(first_psn);
+        self.rtt = RttEstimator::default();
+        self.rto_deadline = None;
+        self.backoff = 0;
+        self.consecutive_rto = 0;
+        self.ce_echo = 0;
+        self.peer_cum = first_psn;
+        self.floor_sent_at = None;
+        self.stats = PathStats::default();
     }
 
     /// Whether the peer's cumulative PSN is stuck below PSNs this side has

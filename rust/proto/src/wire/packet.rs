@@ -152,18 +152,24 @@ impl PacketRepr {
         let p = Packet::new_checked(buf)?;
         let header = *p.header();
         Ok(match p.packet_type() {
-            PacketType::Ack => {
-                let a = p.ack()?;
-                let mut ack = AckRepr { rate_hint: a.rate_hint, ack_delay: a.ack_delay, count: a.count, ..Default::default() };
-                for (i, b) in (0..usize::from(a.count)).zip(ack.blocks.iter_mut()) {
-                    *b = p.ack_block(i)?;
-                }
-                PacketRepr::Ack { header, ack }
-            }
+            PacketType::Ack => return Self::parse_ack(&p, header),
             PacketType::Nak => PacketRepr::Nak { header, nak: p.nak()? },
             PacketType::Control => PacketRepr::Control { header, control: p.control()? },
             _ => PacketRepr::Data { header, stream: p.stream()?, ext: p.data_ext()? },
         })
+    }
+
+    /// The ACK arm of [`PacketRepr::parse`], out of line, with the blocks
+    /// gathered before the result is built: an ACK is ~650 bytes, and copies
+    /// of it in `parse`'s frame made that 2 KiB (kernel stacks are 16 KiB).
+    #[inline(never)]
+    fn parse_ack(p: &Packet<'_>, header: Header) -> Result<Self> {
+        let a = p.ack()?;
+        let mut blocks = [AckBlock::default(); MAX_ACK_BLOCKS];
+        for (i, b) in (0..usize::from(a.count)).zip(blocks.iter_mut()) {
+            *b = p.ack_block(i)?;
+        }
+        Ok(PacketRepr::Ack { header, ack: AckRepr { rate_hint: a.rate_hint, ack_delay: a.ack_delay, count: a.count, blocks } })
     }
 
     /// Emits every header into `buf`; returns the header length. The type field
