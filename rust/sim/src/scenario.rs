@@ -37,12 +37,14 @@ impl Transport {
     }
 
     /// MetaRoCE with the settings this simulator suggests for the core (see
-    /// the report): no window cut on random loss (only ECN and timeouts cut;
-    /// expressible in today's `AimdConfig` only by also disabling the
-    /// connection-level ECN cut), an initial window of 8 packets instead of
-    /// 128, and receivers that hand out 95% of their downlink as fair shares
-    /// whenever two or more senders are active, keeping headroom to drain a
-    /// standing queue.
+    /// the report): no path window cut on random loss (`loss_beta` = 1024;
+    /// the core's default already never cuts the connection window on loss,
+    /// `conn_loss_beta` = 1024), no connection-level ECN cut either
+    /// (`conn_beta` = 1024: only path ECN cuts and timeouts remain), an
+    /// initial connection window of 8 packets instead of the core's 16 MSS
+    /// (and 1 packet per path instead of 16), and receivers that hand out
+    /// 95% of their downlink as fair shares whenever two or more senders are
+    /// active, keeping headroom to drain a standing queue.
     pub fn meta_suggested(paths: u8) -> Self {
         let mut c = Config::new(1);
         c.paths = paths;

@@ -18,10 +18,12 @@ const NOTES: &str = "\
 ## Notes
 
 - MetaRoCE: the core's default `Config`, receivers advertising their full downlink as fair share.
-- MetaRoCE*: settings this simulator suggests for the core: no window cut on random loss
-  (`loss_beta` = `conn_beta` = 1024; today the connection window is cut on every path loss),
-  initial window 8 packets instead of 128 (1 per path), and a fair-share hint of 95% of the
-  downlink while two or more senders are active (headroom that drains a standing queue).
+- MetaRoCE*: settings this simulator suggests for the core: no path window cut on random loss
+  either (`loss_beta` = 1024; the core's default already leaves the connection window alone on
+  loss, `conn_loss_beta` = 1024, and cuts a path window by 1/8 at most once per 4 SRTTs), no
+  connection-level ECN cut (`conn_beta` = 1024), initial connection window 8 packets instead of
+  the core's 16 (and 1 instead of 16 per path), and a fair-share hint of 95% of the downlink
+  while two or more senders are active (headroom that drains a standing queue).
 - Goodput: payload bytes / time until the last work request completed (in order, verified).
 - Blackhole: 'last packet into it' is when the sender last put data on the dead path; 'worst
   10 us goodput' is the lowest delivered rate in any 10 us window after the fault relative to
