@@ -35,6 +35,7 @@ lint_layers() {
 }
 
 run_step "layering lint (drivers/ is safe Rust)" lint_layers
+run_step "spec IDs unique and tracked" Documentation/metaroce/spec-ids.sh
 run_step "cargo test (protocol core, simulator)" cargo test --workspace --quiet
 run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20
 if run_step "build metaroce.ko" make --no-print-directory modules; then
