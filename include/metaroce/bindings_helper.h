@@ -8,6 +8,9 @@
 #include <net/udp_tunnel.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/ib_umem.h>
+#include <rdma/ib_cache.h>
+#include <linux/vmalloc.h>
+#include <linux/random.h>
 #include <rdma/ib_mad.h>
 #include <rdma/rdma_netlink.h>
 #include <rdma/uverbs_ioctl.h>

@@ -11,6 +11,9 @@
 #include <linux/types.h>
 
 struct ib_device;
+struct ib_umem;
+struct ib_ucontext;
+struct ib_udata;
 struct net;
 struct net_device;
 
@@ -34,6 +37,21 @@ void metaroce_ib_mark_name_assigned_by_user(struct ib_device *dev);
 /* get_device()/put_device() on ib_device::dev: pins the memory, not the registration. */
 void metaroce_ib_device_pin(struct ib_device *dev);
 void metaroce_ib_device_unpin(struct ib_device *dev);
+
+/* rdma/uverbs_ioctl.h: rdma_udata_to_drv_context() without the driver's container_of. */
+struct ib_ucontext *metaroce_udata_to_ucontext(struct ib_udata *udata);
+
+/* linux/vmalloc.h: vmalloc_user() is a macro (alloc_hooks). */
+void *metaroce_vmalloc_user(unsigned long size);
+
+/*
+ * rdma/ib_umem.h: ib_umem_copy_from() in both directions, and an 8-byte atomic on an
+ * aligned word (the only helpers with a loop: they walk the umem's pages).
+ */
+int metaroce_umem_copy(struct ib_umem *umem, size_t offset, void *buf, size_t len,
+		       bool to_umem);
+int metaroce_umem_atomic64(struct ib_umem *umem, size_t offset, bool is_cas,
+			   u64 compare_add, u64 swap, u64 *orig);
 
 /*
  * Size of rdma_rxe's struct rxe_dev: a Soft-RoCE-ABI device must be at least this

@@ -5,7 +5,12 @@
  */
 #include <linux/if_vlan.h>
 #include <linux/netdevice.h>
+#include <linux/highmem.h>
+#include <linux/scatterlist.h>
+#include <linux/vmalloc.h>
+#include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/uverbs_ioctl.h>
 
 #include "../../include/metaroce/helpers.h"
 
@@ -105,4 +110,83 @@ void metaroce_ib_device_unpin(struct ib_device *dev)
 size_t metaroce_sizeof_ib_device(void)
 {
 	return sizeof(struct ib_device);
+}
+
+void *metaroce_vmalloc_user(unsigned long size)
+{
+	return vmalloc_user(size);
+}
+
+/*
+ * Copies between @buf and bytes [@offset, @offset + @len) of the pinned user memory of
+ * @umem, page by page: the loop ib_umem_copy_from() does, in both directions.
+ */
+int metaroce_umem_copy(struct ib_umem *umem, size_t offset, void *buf, size_t len,
+		       bool to_umem)
+{
+	struct sg_page_iter it;
+	size_t pos;
+
+	if (offset > umem->length || len > umem->length - offset)
+		return -EINVAL;
+	if (!len)
+		return 0;
+	pos = offset + ib_umem_offset(umem);
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, pos >> PAGE_SHIFT) {
+		size_t in = pos & ~PAGE_MASK;
+		size_t n = min_t(size_t, len, PAGE_SIZE - in);
+		void *va = kmap_local_page(sg_page_iter_page(&it));
+
+		if (to_umem)
+			memcpy(va + in, buf, n);
+		else
+			memcpy(buf, va + in, n);
+		kunmap_local(va);
+		buf += n;
+		len -= n;
+		pos += n;
+		if (!len)
+			return 0;
+	}
+	return -EFAULT;
+}
+
+/*
+ * The 8-byte atomic of an RDMA ATOMIC request on the aligned word at @offset of @umem:
+ * compare-and-swap when @is_cas, else fetch-and-add. Returns the original value in
+ * @orig. Atomic against other CPUs, as the IB spec's ATOMIC_HCA requires.
+ */
+int metaroce_umem_atomic64(struct ib_umem *umem, size_t offset, bool is_cas,
+			   u64 compare_add, u64 swap, u64 *orig)
+{
+	struct sg_page_iter it;
+	size_t pos;
+
+	if (offset & 7 || offset > umem->length || umem->length - offset < 8)
+		return -EINVAL;
+	pos = offset + ib_umem_offset(umem);
+	if (pos & 7)
+		return -EINVAL;
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, pos >> PAGE_SHIFT) {
+		u8 *va = kmap_local_page(sg_page_iter_page(&it));
+		u64 *word = (u64 *)(va + (pos & ~PAGE_MASK));
+		u64 old;
+
+		if (is_cas) {
+			old = cmpxchg64(word, compare_add, swap);
+		} else {
+			old = READ_ONCE(*word);
+			while (!try_cmpxchg64(word, &old, old + compare_add))
+				;
+		}
+		kunmap_local(va);
+		*orig = old;
+		return 0;
+	}
+	return -EFAULT;
+}
+
+struct ib_ucontext *metaroce_udata_to_ucontext(struct ib_udata *udata)
+{
+	return container_of(udata, struct uverbs_attr_bundle, driver_udata)->context;
 }

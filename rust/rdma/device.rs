@@ -13,8 +13,12 @@
 //! a device by netdev and how module exit fences all of them.
 
 use crate::{
-    bindings,
+    ah::{self, Ah},
+    bindings, cq, mmap,
+    mr::{self, MrTable},
     netdev::{NetDevice, NetDeviceId},
+    qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
+    table::Table,
 };
 use core::{
     marker::PhantomData,
@@ -52,6 +56,18 @@ pub enum Mtu {
 }
 
 impl Mtu {
+    /// From an `enum ib_mtu` value.
+    pub fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            1 => Self::Mtu256,
+            2 => Self::Mtu512,
+            3 => Self::Mtu1024,
+            4 => Self::Mtu2048,
+            5 => Self::Mtu4096,
+            _ => return None,
+        })
+    }
+
     /// Returns the largest IB MTU that fits in an Ethernet MTU of `eth_mtu` bytes once
     /// `overhead` bytes of headers are taken off, as `ib_mtu_int_to_enum` does.
     pub fn for_ethernet(eth_mtu: u32, overhead: u32) -> Self {
@@ -175,6 +191,60 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// A protection domain is being freed.
     fn dealloc_pd(_dev: &Device<Self>) {}
+
+    /// The driver's state of each queue pair (e.g. the transport's connection).
+    type Qp: Send + Sync;
+
+    /// Creates the driver's state of a new QP. The QP is validated and its rings exist;
+    /// it becomes visible (in [`Objects::qps`]) when this returns.
+    fn new_qp(dev: &Device<Self>, init: &QpInit) -> Result<Self::Qp>;
+
+    /// Checks a `modify_qp` request against the driver's limits, after the transition
+    /// and mask passed `ib_modify_qp_is_ok`. Runs under the QP's spinlock: must not sleep.
+    fn check_modify_qp(
+        _dev: &Device<Self>,
+        _qp: &Qp<Self>,
+        _cur: &QpAttributes,
+        _req: &ModifyQp,
+    ) -> Result {
+        Ok(())
+    }
+
+    /// A `modify_qp` succeeded: the attributes are stored and the QP went from `from` to
+    /// `to` (which may be equal). Process context.
+    fn qp_modified(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>, _from: QpState, _to: QpState) {}
+
+    /// User space rang the send doorbell of `qp` (its state is RTS or later): new WQEs
+    /// may be in the send ring. Process context; must not block for long.
+    fn send_doorbell(dev: &Device<Self>, qp: &Arc<Qp<Self>>) -> Result;
+
+    /// `qp` is being destroyed: it is unlisted; the driver must stop using its rings and
+    /// CQs before returning (they are detached right after). Process context.
+    fn qp_destroying(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>) {}
+}
+
+/// The verbs objects of a device, by number, for the transport to look up.
+#[pin_data]
+pub struct Objects<T: Driver> {
+    /// Memory regions by key index (`key >> 8`); see [`MrTable::lookup`].
+    #[pin]
+    pub mrs: MrTable,
+    /// Queue pairs by QP number.
+    #[pin]
+    pub qps: Table<Qp<T>>,
+    /// Address handles by AH number.
+    #[pin]
+    pub ahs: Table<Ah>,
+}
+
+impl<T: Driver> Objects<T> {
+    fn new() -> impl PinInit<Self> {
+        pin_init!(Self {
+            mrs <- Table::new(mr::MR_INDEX_MIN, mr::MR_INDEX_MAX),
+            qps <- Table::new(qp::QPN_MIN, qp::QPN_MAX),
+            ahs <- Table::new(ah::AH_NUM_MIN, ah::AH_NUM_MAX),
+        })
+    }
 }
 
 /// An RDMA device of driver `T`: the C `ib_device` followed by the driver's data.
@@ -197,6 +267,7 @@ pub struct Device<T: Driver> {
     registry: Arc<Registry<T>>,
     netdev: NetDeviceId,
     data: Pin<KBox<T::Data>>,
+    objects: Pin<KBox<Objects<T>>>,
 }
 
 // SAFETY: The RDMA core serialises what needs it; `T::Data` is `Send + Sync`, the other
@@ -220,7 +291,7 @@ unsafe impl<T: Driver> AlwaysRefCounted for Device<T> {
 }
 
 impl<T: Driver> Device<T> {
-    fn as_raw(&self) -> *mut bindings::ib_device {
+    pub(crate) fn as_raw(&self) -> *mut bindings::ib_device {
         self.ib.get()
     }
 
@@ -228,7 +299,7 @@ impl<T: Driver> Device<T> {
     ///
     /// `ib` must be the `ib` field of a live `Device<T>` whose fields are initialised, and
     /// it must stay so for `'a`.
-    unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
+    pub(crate) unsafe fn from_raw<'a>(ib: *mut bindings::ib_device) -> &'a Self {
         // SAFETY: `ib` is the first field of the `repr(C)` struct (offset 0).
         unsafe { &*ib.cast::<Self>() }
     }
@@ -236,6 +307,11 @@ impl<T: Driver> Device<T> {
     /// Returns the driver's data.
     pub fn data(&self) -> &T::Data {
         &*self.data
+    }
+
+    /// Returns the device's verbs objects.
+    pub fn objects(&self) -> &Objects<T> {
+        &self.objects
     }
 
     /// Returns the identity of the netdev this device was created on.
@@ -273,6 +349,7 @@ impl<T: Driver> Device<T> {
         data: impl PinInit<T::Data, Error>,
     ) -> Result {
         let data = KBox::pin_init(data, GFP_KERNEL)?;
+        let objects = KBox::pin_init(Objects::new(), GFP_KERNEL)?;
         // SAFETY: `netdev` is live; `dev_net` returns its namespace.
         let net = unsafe { bindings::metaroce_dev_net(netdev.as_raw()) };
         // SAFETY: Plain size query.
@@ -287,6 +364,7 @@ impl<T: Driver> Device<T> {
         // SAFETY: Fields of the fresh allocation, valid for writes.
         unsafe {
             (&raw mut (*this).data).write(data);
+            (&raw mut (*this).objects).write(objects);
             (&raw mut (*this).registry).write(registry.clone());
             (&raw mut (*this).netdev).write(netdev.id());
         }
@@ -352,6 +430,7 @@ impl<T: Driver> Device<T> {
     unsafe fn drop_driver_fields(this: *mut Self) {
         // SAFETY: Per the function's contract.
         unsafe {
+            ptr::drop_in_place(&raw mut (*this).objects);
             ptr::drop_in_place(&raw mut (*this).data);
             ptr::drop_in_place(&raw mut (*this).registry);
         }
@@ -373,8 +452,28 @@ impl<T: Driver> Device<T> {
             alloc_pd: Some(Adapter::<T>::alloc_pd),
             dealloc_pd: Some(Adapter::<T>::dealloc_pd),
             dealloc_driver: Some(Adapter::<T>::dealloc_driver),
+            mmap: Some(mmap::mmap),
+            mmap_free: Some(mmap::mmap_free),
+            reg_user_mr: Some(mr::reg_user_mr::<T>),
+            dereg_mr: Some(mr::dereg_mr::<T>),
+            create_cq: Some(cq::create_cq::<T>),
+            destroy_cq: Some(cq::destroy_cq),
+            resize_user_cq: Some(cq::resize_user_cq::<T>),
+            req_notify_cq: Some(cq::req_notify_cq),
+            create_qp: Some(qp::create_qp::<T>),
+            modify_qp: Some(qp::modify_qp::<T>),
+            query_qp: Some(qp::query_qp::<T>),
+            destroy_qp: Some(qp::destroy_qp::<T>),
+            post_send: Some(qp::post_send::<T>),
+            create_ah: Some(ah::create_ah::<T>),
+            create_user_ah: Some(ah::create_ah::<T>),
+            destroy_ah: Some(ah::destroy_ah::<T>),
+            query_ah: Some(ah::query_ah),
             size_ib_ucontext: size_of::<bindings::ib_ucontext>(),
             size_ib_pd: size_of::<bindings::ib_pd>(),
+            size_ib_cq: cq::OBJECT_SIZE,
+            size_ib_qp: qp::object_size::<T>(),
+            size_ib_ah: ah::OBJECT_SIZE,
             ..Default::default()
         }
     }
@@ -660,8 +759,9 @@ impl<T: Driver> Adapter<T> {
     }
 
     unsafe extern "C" fn disassociate_ucontext(_uctx: *mut bindings::ib_ucontext) {
-        // Nothing is mapped into user space yet, so there is nothing to revoke; having
-        // the callback lets the device go away while user contexts are open.
+        // The rings mapped into user space are vmalloc memory that stays valid (through
+        // its page references) until user space unmaps it, so nothing needs revoking;
+        // having the callback lets the device go away while user contexts are open.
     }
 
     unsafe extern "C" fn alloc_pd(

@@ -12,7 +12,16 @@
 //! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h),
 //! [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h).
 
+pub mod ah;
+pub mod av;
 pub mod bindings;
+pub mod cq;
 pub mod device;
 pub mod link;
+pub mod mmap;
+pub mod mr;
 pub mod netdev;
+pub mod qp;
+pub mod queue;
+pub mod table;
+pub mod udata;

@@ -2,14 +2,19 @@
 
 //! A MetaRoCE device: its attributes and per-device state.
 
+use crate::qp::{self, MetaRoceQp};
 use kernel::{
     prelude::*,
-    sync::atomic::{Atomic, Relaxed},
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc,
+    },
 };
 use metaroce_proto::constants::{MAX_DATA_HEADER_LEN, MAX_MSG_LEN};
 use rdma::{
     device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
     netdev::NetDevice,
+    qp::{ModifyQp, Qp, QpAttributes, QpInit, QpState, MAX_SGE as RING_MAX_SGE},
 };
 
 /// Bytes of every packet that are not payload: IPv6 (the larger IP header), UDP and
@@ -19,14 +24,13 @@ const PACKET_OVERHEAD: u32 = 40 + 8 + MAX_DATA_HEADER_LEN as u32;
 /// Limits the driver is built for (Documentation/metaroce/driver.rst, "Limits").
 const MAX_QP: u32 = 16384;
 const MAX_QP_WR: u32 = 16384;
-const MAX_SGE: u32 = 32;
+const MAX_SGE: u32 = RING_MAX_SGE as u32;
 const MAX_CQ: u32 = 16384;
 const MAX_CQE: u32 = (1 << 15) - 1;
 const MAX_MR: u32 = 65536;
 const MAX_PD: u32 = 65536;
-const MAX_RD_ATOMIC: u32 = 128;
+pub(crate) const MAX_RD_ATOMIC: u32 = 128;
 const MAX_AH: u32 = 65536;
-const MAX_SRQ: u32 = 16384;
 const GID_TABLE_LEN: u32 = 1024;
 
 /// The driver type of metaroce devices.
@@ -94,9 +98,10 @@ impl Driver for MetaRoceDriver {
             max_res_rd_atom: MAX_RD_ATOMIC * MAX_QP,
             atomics: true,
             max_ah: MAX_AH,
-            max_srq: MAX_SRQ,
-            max_srq_wr: MAX_QP_WR,
-            max_srq_sge: MAX_SGE,
+            // No SRQ yet: `ibv_create_srq` fails with EOPNOTSUPP.
+            max_srq: 0,
+            max_srq_wr: 0,
+            max_srq_sge: 0,
             local_ca_ack_delay: 15,
         }
     }
@@ -111,5 +116,28 @@ impl Driver for MetaRoceDriver {
             max_msg_sz: MAX_MSG_LEN,
             port_cap_flags: rdma::device::PortCaps::CM_SUP,
         }
+    }
+
+    type Qp = MetaRoceQp;
+
+    fn new_qp(_dev: &Device<Self>, init: &QpInit) -> Result<MetaRoceQp> {
+        Ok(MetaRoceQp::new(init))
+    }
+
+    fn check_modify_qp(
+        _dev: &Device<Self>,
+        _qp: &Qp<Self>,
+        cur: &QpAttributes,
+        req: &ModifyQp,
+    ) -> Result {
+        qp::check_modify(cur, req)
+    }
+
+    fn qp_modified(_dev: &Device<Self>, qp: &Arc<Qp<Self>>, from: QpState, to: QpState) {
+        qp::on_modified(qp, from, to)
+    }
+
+    fn send_doorbell(dev: &Device<Self>, qp: &Arc<Qp<Self>>) -> Result {
+        qp::on_send_doorbell(dev, qp)
     }
 }

@@ -13,6 +13,7 @@
 mod device;
 mod link;
 mod netdev_events;
+mod qp;
 
 use kernel::{prelude::*, sync::Arc};
 use rdma::{device::Registry, netdev::Notifier};

@@ -1,0 +1,131 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Address handles (`struct ib_ah`) for UD work requests.
+//!
+//! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
+//!
+//! rdma-core's rxe provider copies the address vector into each UD send WQE itself and
+//! also passes the AH number (`struct rxe_create_ah_resp`); the device keeps every AH in
+//! a table by number so the transport can resolve either.
+
+use crate::{
+    av::AddressVector,
+    bindings,
+    device::{Device, Driver},
+    mr::PdId,
+    udata::UData,
+};
+use kernel::{error::from_result, prelude::*, sync::Arc, transmute::AsBytes, types::Opaque};
+
+/// An address handle.
+pub struct Ah {
+    num: u32,
+    pd: PdId,
+    av: AddressVector,
+}
+
+impl Ah {
+    /// The AH number user space puts into UD WQEs.
+    pub fn num(&self) -> u32 {
+        self.num
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// The address vector.
+    pub fn av(&self) -> &AddressVector {
+        &self.av
+    }
+}
+
+/// `struct rxe_create_ah_resp`.
+#[repr(C)]
+struct CreateAhResp {
+    ah_num: u32,
+    reserved: u32,
+}
+
+// SAFETY: `repr(C)` integers, no padding.
+unsafe impl AsBytes for CreateAhResp {}
+
+/// The core's `ib_ah` followed by ours; allocated and freed by the core (`size_ib_ah`).
+#[repr(C)]
+pub(crate) struct AhObject {
+    ib: Opaque<bindings::ib_ah>,
+    ah: Option<Arc<Ah>>,
+}
+
+/// The size of [`AhObject`], for `size_ib_ah`.
+pub(crate) const OBJECT_SIZE: usize = size_of::<AhObject>();
+
+/// AH numbers: 0 means "no AH" to rdma_rxe's older providers.
+pub(crate) const AH_NUM_MIN: u32 = 1;
+pub(crate) const AH_NUM_MAX: u32 = (1 << 24) - 1;
+
+pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
+    ibah: *mut bindings::ib_ah,
+    init: *mut bindings::rdma_ah_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: The core passes a live AH of one of our devices; the attribute holds
+        // its source GID attribute for the call.
+        let (dev, av, udata, pd) = unsafe {
+            (
+                Device::<T>::from_raw((*ibah).device),
+                AddressVector::from_raw(&*(*init).ah_attr)?,
+                UData::from_raw(udata),
+                PdId::from_raw((*ibah).pd),
+            )
+        };
+        if av.port_num != 1 {
+            return Err(EINVAL);
+        }
+        let num = dev
+            .objects()
+            .ahs
+            .insert_with(|num| Ok(Arc::new(Ah { num, pd, av }, GFP_KERNEL)?))?;
+        // Providers older than the response get no number, as with rdma_rxe.
+        if let Some(u) = udata.filter(|u| u.outlen() >= size_of::<CreateAhResp>()) {
+            if let Err(e) = u.write(&CreateAhResp {
+                ah_num: num,
+                reserved: 0,
+            }) {
+                dev.objects().ahs.remove(num);
+                return Err(e);
+            }
+        }
+        let ah = dev.objects().ahs.get(num).ok_or(EINVAL)?;
+        // SAFETY: The core zeroed our part; the AH is not visible yet.
+        unsafe { (*ibah.cast::<AhObject>()).ah = Some(ah) };
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_ah<T: Driver>(
+    ibah: *mut bindings::ib_ah,
+    _flags: u32,
+) -> kernel::ffi::c_int {
+    // SAFETY: The core destroys a live AH of ours once.
+    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibah).device), &mut *ibah.cast::<AhObject>()) };
+    if let Some(ah) = obj.ah.take() {
+        dev.objects().ahs.remove(ah.num);
+    }
+    0
+}
+
+pub(crate) unsafe extern "C" fn query_ah(
+    ibah: *mut bindings::ib_ah,
+    attr: *mut bindings::rdma_ah_attr,
+) -> kernel::ffi::c_int {
+    // SAFETY: Live AH of ours; `attr` valid for writes.
+    from_result(|| unsafe {
+        let ah = (*ibah.cast::<AhObject>()).ah.as_ref().ok_or(EINVAL)?;
+        *attr = Default::default();
+        ah.av.to_raw(&mut *attr);
+        Ok(0)
+    })
+}

@@ -1,0 +1,372 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Memory regions (`struct ib_mr`) over pinned user memory (`struct ib_umem`).
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/rdma/ib_umem.h`](srctree/include/rdma/ib_umem.h).
+//!
+//! `ibv_reg_mr` pins the pages ([`Mr`] owns the umem) and enters the region in the
+//! device's key table under `lkey == rkey == index << 8 | random byte`. The transport
+//! finds a region by key with [`MrTable::lookup`], which checks the full key, the
+//! protection domain and the access rights, and then copies bytes with [`Mr::write`],
+//! [`Mr::read`] and [`Mr::atomic`], which check the bounds. Deregistration removes the
+//! key first and drops the table's reference: a transfer holding an `Arc<Mr>` finishes
+//! on pinned memory, and the pages are unpinned when the last reference goes.
+//!
+//! The last reference must be dropped in process context (unpinning may sleep), and
+//! before the device is unregistered: the transport holds MRs only while its QP exists.
+
+use crate::{
+    bindings,
+    device::{Device, Driver},
+    table::Table,
+};
+use core::ptr::NonNull;
+use kernel::{error::from_err_ptr, prelude::*, sync::Arc, types::Opaque};
+
+/// Access rights of an MR or QP (`enum ib_access_flags`, the values of `ibv_access_flags`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct Access(u32);
+
+impl Access {
+    /// The local HCA may write (receives, READ responses, atomic results).
+    pub const LOCAL_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_LOCAL_WRITE);
+    /// Remote peers may RDMA WRITE.
+    pub const REMOTE_WRITE: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE);
+    /// Remote peers may RDMA READ.
+    pub const REMOTE_READ: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_READ);
+    /// Remote peers may issue atomics.
+    pub const REMOTE_ATOMIC: Self = Self(bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC);
+    /// Memory windows may be bound.
+    pub const MW_BIND: Self = Self(bindings::ib_access_flags_IB_ACCESS_MW_BIND);
+    /// No right beyond local read (every MR may be read locally).
+    pub const LOCAL_READ: Self = Self(0);
+    /// Rights this driver implements for MRs.
+    pub const SUPPORTED_MR: Self = Self(
+        Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
+    );
+    /// Rights a QP may grant to remote peers (`qp_access_flags`).
+    pub const SUPPORTED_QP: Self =
+        Self(Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0);
+
+    /// From raw `IB_ACCESS_*` bits.
+    pub fn from_bits(bits: u32) -> Self {
+        Self(bits)
+    }
+
+    /// The raw bits.
+    pub fn bits(self) -> u32 {
+        self.0
+    }
+
+    /// Returns `true` when every right of `other` is in `self`.
+    pub fn contains(self, other: Self) -> bool {
+        self.0 & other.0 == other.0
+    }
+
+    /// Checks an MR's requested rights like `ib_check_mr_access`: `EINVAL` for remote
+    /// write or atomic without local write, `EOPNOTSUPP` for rights not implemented
+    /// (on-demand paging, memory windows, flush, relaxed ordering is ignored).
+    pub fn check_mr(self) -> Result {
+        let optional = bindings::ib_access_flags_IB_ACCESS_RELAXED_ORDERING;
+        let remote_w = Self::REMOTE_WRITE.0 | Self::REMOTE_ATOMIC.0;
+        if self.0 & remote_w != 0 && self.0 & Self::LOCAL_WRITE.0 == 0 {
+            return Err(EINVAL);
+        }
+        if self.0 & !bindings::ib_access_flags_IB_ACCESS_SUPPORTED != 0 {
+            return Err(EINVAL);
+        }
+        if self.0 & !(Self::SUPPORTED_MR.0 | optional) != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        Ok(())
+    }
+}
+
+impl core::ops::BitOr for Access {
+    type Output = Self;
+    fn bitor(self, rhs: Self) -> Self {
+        Self(self.0 | rhs.0)
+    }
+}
+
+/// The identity of a protection domain: objects of one PD may use each other.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct PdId(usize);
+
+impl PdId {
+    pub(crate) fn from_raw(pd: *const bindings::ib_pd) -> Self {
+        Self(pd as usize)
+    }
+}
+
+/// The 8-byte atomic operations of RDMA.
+#[derive(Clone, Copy, Debug)]
+pub enum AtomicOp {
+    /// Writes `swap` if the word equals `compare`.
+    CompareSwap {
+        /// Expected value.
+        compare: u64,
+        /// New value.
+        swap: u64,
+    },
+    /// Adds `add` to the word.
+    FetchAdd {
+        /// Addend.
+        add: u64,
+    },
+}
+
+/// A registered memory region.
+///
+/// # Invariants
+///
+/// `umem` is a pinned user memory region of `length` bytes from `ib_umem_get`, owned by
+/// `self` and released on drop.
+pub struct Mr {
+    umem: NonNull<bindings::ib_umem>,
+    pd: PdId,
+    iova: u64,
+    length: u64,
+    access: Access,
+    key: u32,
+}
+
+// SAFETY: The umem is pinned memory described by an immutable table; copies into it
+// through `&Mr` are byte copies that need no exclusion (RDMA gives no ordering between
+// concurrent transfers to the same bytes either).
+unsafe impl Send for Mr {}
+// SAFETY: As above.
+unsafe impl Sync for Mr {}
+
+impl Mr {
+    /// The local key.
+    pub fn lkey(&self) -> u32 {
+        self.key
+    }
+
+    /// The remote key (the same value as the local key).
+    pub fn rkey(&self) -> u32 {
+        self.key
+    }
+
+    /// The first virtual address of the region.
+    pub fn iova(&self) -> u64 {
+        self.iova
+    }
+
+    /// The length in bytes.
+    pub fn length(&self) -> u64 {
+        self.length
+    }
+
+    /// The access rights.
+    pub fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// The offset of `[va, va + len)` in the region; `EFAULT` when it is not inside.
+    pub fn offset_of(&self, va: u64, len: u64) -> Result<usize> {
+        let off = va.checked_sub(self.iova).ok_or(EFAULT)?;
+        let end = off.checked_add(len).ok_or(EFAULT)?;
+        if end > self.length {
+            return Err(EFAULT);
+        }
+        usize::try_from(off).map_err(|_| EFAULT)
+    }
+
+    /// Copies `data` into the region at virtual address `va`.
+    pub fn write(&self, va: u64, data: &[u8]) -> Result {
+        let off = self.offset_of(va, data.len() as u64)?;
+        // SAFETY: The umem is live (type invariant); the helper bounds-checks against the
+        // umem's length and reads exactly `data.len()` bytes of `data`.
+        kernel::error::to_result(unsafe {
+            bindings::metaroce_umem_copy(
+                self.umem.as_ptr(),
+                off,
+                data.as_ptr().cast_mut().cast(),
+                data.len(),
+                true,
+            )
+        })
+    }
+
+    /// Copies bytes of the region at virtual address `va` into `out`.
+    pub fn read(&self, va: u64, out: &mut [u8]) -> Result {
+        let off = self.offset_of(va, out.len() as u64)?;
+        // SAFETY: As in `write`; writes exactly `out.len()` bytes of `out`.
+        kernel::error::to_result(unsafe {
+            bindings::metaroce_umem_copy(self.umem.as_ptr(), off, out.as_mut_ptr().cast(), out.len(), false)
+        })
+    }
+
+    /// Performs `op` on the 8-byte aligned word at `va`, returns its original value.
+    /// `EINVAL` when `va` is not 8-byte aligned.
+    pub fn atomic(&self, va: u64, op: AtomicOp) -> Result<u64> {
+        if va & 7 != 0 {
+            return Err(EINVAL);
+        }
+        let off = self.offset_of(va, 8)?;
+        let (is_cas, a, b) = match op {
+            AtomicOp::CompareSwap { compare, swap } => (true, compare, swap),
+            AtomicOp::FetchAdd { add } => (false, add, 0),
+        };
+        let mut orig = 0u64;
+        // SAFETY: The umem is live; the helper checks bounds and alignment and writes
+        // `orig`.
+        kernel::error::to_result(unsafe {
+            bindings::metaroce_umem_atomic64(self.umem.as_ptr(), off, is_cas, a, b, &mut orig)
+        })?;
+        Ok(orig)
+    }
+}
+
+impl Drop for Mr {
+    fn drop(&mut self) {
+        // SAFETY: Owned umem (type invariant), released once.
+        unsafe { bindings::ib_umem_release(self.umem.as_ptr()) };
+    }
+}
+
+/// The MRs of a device by key.
+pub type MrTable = Table<Mr>;
+
+impl Table<Mr> {
+    /// Finds the MR of `key` if it belongs to `pd` and grants `access`.
+    ///
+    /// `EINVAL` for an unknown key, `EACCES` for another PD or a missing right (the
+    /// transport maps both to the protection/access error of its side).
+    pub fn lookup(&self, key: u32, pd: PdId, access: Access) -> Result<Arc<Mr>> {
+        let mr = self.get(key >> 8).ok_or(EINVAL)?;
+        if mr.key != key {
+            return Err(EINVAL);
+        }
+        if mr.pd != pd || !mr.access.contains(access) {
+            return Err(EACCES);
+        }
+        Ok(mr)
+    }
+}
+
+/// The key space: 24-bit indices, index 0 unused (key 0 is no MR).
+pub(crate) const MR_INDEX_MIN: u32 = 1;
+pub(crate) const MR_INDEX_MAX: u32 = (1 << 24) - 1;
+
+/// The core's `ib_mr` followed by ours; allocated by us in `reg_user_mr`.
+#[repr(C)]
+struct MrObject {
+    ib: Opaque<bindings::ib_mr>,
+    mr: Arc<Mr>,
+}
+
+pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
+    ibpd: *mut bindings::ib_pd,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: kernel::ffi::c_int,
+    dmah: *mut bindings::ib_dmah,
+    udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    // SAFETY: The core passes a live PD of one of our devices.
+    let (dev, pd) = unsafe { (Device::<T>::from_raw((*ibpd).device), PdId::from_raw(ibpd)) };
+    // SAFETY: Valid arguments from the core.
+    match unsafe { reg_user_mr_inner(dev, pd, start, length, iova, access, dmah, udata) } {
+        Ok(mr) => mr,
+        Err(e) => e.to_ptr(),
+    }
+}
+
+#[expect(clippy::too_many_arguments)]
+unsafe fn reg_user_mr_inner<T: Driver>(
+    dev: &Device<T>,
+    pd: PdId,
+    start: u64,
+    length: u64,
+    iova: u64,
+    access: kernel::ffi::c_int,
+    dmah: *mut bindings::ib_dmah,
+    udata: *mut bindings::ib_udata,
+) -> Result<*mut bindings::ib_mr> {
+    if !dmah.is_null() || udata.is_null() {
+        return Err(EOPNOTSUPP);
+    }
+    let access = Access::from_bits(access as u32);
+    access.check_mr()?;
+    if length == 0 || length > T::device_attributes(dev).max_mr_size {
+        return Err(EINVAL);
+    }
+    let addr = usize::try_from(start).map_err(|_| EINVAL)?;
+    let len = usize::try_from(length).map_err(|_| EINVAL)?;
+    iova.checked_add(length).ok_or(EINVAL)?;
+    // SAFETY: Live device; pins the user pages (writable when any write right is asked).
+    let umem = from_err_ptr(unsafe {
+        bindings::ib_umem_get_attr_or_va(dev.as_raw(), core::ptr::null(), 0, addr as u64, len, access.bits() as _)
+    })?;
+    // INVARIANT: `umem` is ours from here on, owned by the `Mr` (released on every error
+    // path by its drop).
+    // SAFETY: Not NULL: `from_err_ptr` passed it and `ib_umem_get` never returns NULL.
+    let umem = unsafe { NonNull::new_unchecked(umem) };
+    let mut mr = Some(Mr {
+        umem,
+        pd,
+        iova,
+        length,
+        access,
+        key: 0,
+    });
+    let mut key = 0;
+    let index = dev.objects().mrs.insert_with(|index| {
+        // SAFETY: Plain call.
+        key = index << 8 | u32::from(unsafe { bindings::get_random_u8() });
+        let mut m = mr.take().ok_or(EINVAL)?;
+        m.key = key;
+        Ok(Arc::new(m, GFP_KERNEL)?)
+    })?;
+    let Some(mr) = dev.objects().mrs.get(index) else {
+        return Err(EINVAL);
+    };
+    let obj = KBox::new(
+        MrObject {
+            ib: Opaque::zeroed(),
+            mr,
+        },
+        GFP_KERNEL,
+    )
+    .inspect_err(|_| {
+        dev.objects().mrs.remove(index);
+    })?;
+    let obj = KBox::into_raw(obj);
+    // SAFETY: Fresh allocation; the core fills in device, PD and type after we return.
+    unsafe {
+        let ib = (*obj).ib.get();
+        (*ib).lkey = key;
+        (*ib).rkey = key;
+        (*ib).iova = iova;
+        (*ib).length = length;
+        (*ib).page_size = kernel::page::PAGE_SIZE as _;
+        Ok(ib)
+    }
+}
+
+pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
+    ibmr: *mut bindings::ib_mr,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    // CAST: Every `ib_mr` of our devices is the first field of an `MrObject` from
+    // `reg_user_mr`.
+    let obj = ibmr.cast::<MrObject>();
+    // SAFETY: The core deregisters a live MR of ours once; it came from `KBox::into_raw`.
+    let obj = unsafe { KBox::from_raw(obj) };
+    // SAFETY: The MR's device is live while it has MRs.
+    let dev = unsafe { Device::<T>::from_raw((*obj.ib.get()).device) };
+    // Unlist first: no new transfer finds the key; those holding a reference finish.
+    dev.objects().mrs.remove(obj.mr.key >> 8);
+    drop(obj);
+    0
+}

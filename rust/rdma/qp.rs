@@ -1,0 +1,1139 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Queue pairs (`struct ib_qp`) with the rxe user ABI: send and receive rings shared with
+//! user space, the RC state machine and the stored attributes.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/uapi/rdma/rdma_user_rxe.h`](srctree/include/uapi/rdma/rdma_user_rxe.h).
+//!
+//! User space writes `struct rxe_send_wqe` into the send ring and `struct rxe_recv_wqe`
+//! into the receive ring itself, then rings the send doorbell (`ibv_post_send` issues a
+//! POST_SEND with no work request), which reaches [`Driver::send_doorbell`]. The driver
+//! reads the rings with [`Qp::sq_peek`]/[`Qp::sq_advance`] and
+//! [`Qp::rq_peek`]/[`Qp::rq_advance`]: each parses a snapshot of the element and
+//! bounds-checks whatever user space wrote (opcode, number of SGEs, inline length).
+//!
+//! `modify_qp` checks the transition and the attribute mask with `ib_modify_qp_is_ok`
+//! and the values against the device, lets the driver check more
+//! ([`Driver::check_modify_qp`]), stores the attributes and reports the transition
+//! ([`Driver::qp_modified`]). [`Qp::flush_send_queue`] and [`Qp::flush_recv_queue`]
+//! complete every waiting work request with `IBV_WC_WR_FLUSH_ERR`.
+
+use crate::{
+    av::AddressVector,
+    bindings,
+    cq::{Cq, CqObject, WcOpcode, WorkCompletion},
+    device::{Device, Driver, Mtu},
+    mmap::MmapInfo,
+    mr::{Access, PdId},
+    queue::{Direction, Queue},
+    udata::UData,
+};
+use core::{mem::offset_of, ptr::NonNull};
+use kernel::{
+    error::from_result,
+    new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, SpinLockIrq},
+    transmute::AsBytes,
+    types::Opaque,
+};
+
+/// The most SGEs a work request may have (the rings are sized for at most this many).
+pub const MAX_SGE: usize = 32;
+/// The most inline data a send work request may carry.
+pub const MAX_INLINE: usize = MAX_SGE * size_of::<bindings::rxe_sge>();
+
+/// A QP state (`enum ib_qp_state`).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+#[repr(u32)]
+pub enum QpState {
+    /// Reset.
+    Reset = bindings::ib_qp_state_IB_QPS_RESET,
+    /// Initialised: receives may be posted.
+    Init = bindings::ib_qp_state_IB_QPS_INIT,
+    /// Ready to receive.
+    Rtr = bindings::ib_qp_state_IB_QPS_RTR,
+    /// Ready to send.
+    Rts = bindings::ib_qp_state_IB_QPS_RTS,
+    /// Send queue drained.
+    Sqd = bindings::ib_qp_state_IB_QPS_SQD,
+    /// Send queue error.
+    Sqe = bindings::ib_qp_state_IB_QPS_SQE,
+    /// Error: every work request is flushed.
+    Err = bindings::ib_qp_state_IB_QPS_ERR,
+}
+
+impl QpState {
+    fn from_raw(v: u32) -> Result<Self> {
+        Ok(match v {
+            bindings::ib_qp_state_IB_QPS_RESET => Self::Reset,
+            bindings::ib_qp_state_IB_QPS_INIT => Self::Init,
+            bindings::ib_qp_state_IB_QPS_RTR => Self::Rtr,
+            bindings::ib_qp_state_IB_QPS_RTS => Self::Rts,
+            bindings::ib_qp_state_IB_QPS_SQD => Self::Sqd,
+            bindings::ib_qp_state_IB_QPS_SQE => Self::Sqe,
+            bindings::ib_qp_state_IB_QPS_ERR => Self::Err,
+            _ => return Err(EINVAL),
+        })
+    }
+}
+
+/// `ib_qp_attr_mask` bits of a modify request.
+pub mod mask {
+    use crate::bindings;
+    /// `qp_state`.
+    pub const STATE: u32 = bindings::ib_qp_attr_mask_IB_QP_STATE;
+    /// `cur_qp_state`.
+    pub const CUR_STATE: u32 = bindings::ib_qp_attr_mask_IB_QP_CUR_STATE;
+    /// `en_sqd_async_notify`.
+    pub const EN_SQD_ASYNC_NOTIFY: u32 = bindings::ib_qp_attr_mask_IB_QP_EN_SQD_ASYNC_NOTIFY;
+    /// `qp_access_flags`.
+    pub const ACCESS_FLAGS: u32 = bindings::ib_qp_attr_mask_IB_QP_ACCESS_FLAGS;
+    /// `pkey_index`.
+    pub const PKEY_INDEX: u32 = bindings::ib_qp_attr_mask_IB_QP_PKEY_INDEX;
+    /// `port_num`.
+    pub const PORT: u32 = bindings::ib_qp_attr_mask_IB_QP_PORT;
+    /// `qkey`.
+    pub const QKEY: u32 = bindings::ib_qp_attr_mask_IB_QP_QKEY;
+    /// `ah_attr`.
+    pub const AV: u32 = bindings::ib_qp_attr_mask_IB_QP_AV;
+    /// `path_mtu`.
+    pub const PATH_MTU: u32 = bindings::ib_qp_attr_mask_IB_QP_PATH_MTU;
+    /// `timeout`.
+    pub const TIMEOUT: u32 = bindings::ib_qp_attr_mask_IB_QP_TIMEOUT;
+    /// `retry_cnt`.
+    pub const RETRY_CNT: u32 = bindings::ib_qp_attr_mask_IB_QP_RETRY_CNT;
+    /// `rnr_retry`.
+    pub const RNR_RETRY: u32 = bindings::ib_qp_attr_mask_IB_QP_RNR_RETRY;
+    /// `rq_psn`.
+    pub const RQ_PSN: u32 = bindings::ib_qp_attr_mask_IB_QP_RQ_PSN;
+    /// `max_rd_atomic`.
+    pub const MAX_QP_RD_ATOMIC: u32 = bindings::ib_qp_attr_mask_IB_QP_MAX_QP_RD_ATOMIC;
+    /// `alt_ah_attr` and friends.
+    pub const ALT_PATH: u32 = bindings::ib_qp_attr_mask_IB_QP_ALT_PATH;
+    /// `min_rnr_timer`.
+    pub const MIN_RNR_TIMER: u32 = bindings::ib_qp_attr_mask_IB_QP_MIN_RNR_TIMER;
+    /// `sq_psn`.
+    pub const SQ_PSN: u32 = bindings::ib_qp_attr_mask_IB_QP_SQ_PSN;
+    /// `max_dest_rd_atomic`.
+    pub const MAX_DEST_RD_ATOMIC: u32 = bindings::ib_qp_attr_mask_IB_QP_MAX_DEST_RD_ATOMIC;
+    /// `path_mig_state`.
+    pub const PATH_MIG_STATE: u32 = bindings::ib_qp_attr_mask_IB_QP_PATH_MIG_STATE;
+    /// `cap`.
+    pub const CAP: u32 = bindings::ib_qp_attr_mask_IB_QP_CAP;
+    /// `dest_qp_num`.
+    pub const DEST_QPN: u32 = bindings::ib_qp_attr_mask_IB_QP_DEST_QPN;
+    /// Every standard bit.
+    pub const STANDARD: u32 = bindings::ib_qp_attr_mask_IB_QP_ATTR_STANDARD_BITS;
+}
+
+/// The capacities of a QP as created (what `ibv_query_qp` reports in `cap`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct QpCaps {
+    /// Send ring capacity.
+    pub max_send_wr: u32,
+    /// Receive ring capacity (0 with an SRQ).
+    pub max_recv_wr: u32,
+    /// SGEs per send work request.
+    pub max_send_sge: u32,
+    /// SGEs per receive work request.
+    pub max_recv_sge: u32,
+    /// Inline bytes per send work request.
+    pub max_inline_data: u32,
+}
+
+/// The attributes `modify_qp` stores and `query_qp` reports.
+#[derive(Clone, Copy, Debug)]
+pub struct QpAttributes {
+    /// Current state.
+    pub state: QpState,
+    /// Asynchronous notification on entering SQD.
+    pub en_sqd_async_notify: bool,
+    /// Access rights granted to remote peers.
+    pub access: Access,
+    /// P_Key index.
+    pub pkey_index: u16,
+    /// Port.
+    pub port_num: u32,
+    /// Q_Key (UD).
+    pub qkey: u32,
+    /// Path MTU.
+    pub path_mtu: Mtu,
+    /// Local ACK timeout (4.096 us * 2^timeout; 0 is infinite).
+    pub timeout: u8,
+    /// Transport retries.
+    pub retry_cnt: u8,
+    /// RNR retries (7 is infinite).
+    pub rnr_retry: u8,
+    /// Expected PSN of the next request received.
+    pub rq_psn: u32,
+    /// PSN of the next request sent.
+    pub sq_psn: u32,
+    /// Outstanding READ/atomic requests as requester.
+    pub max_rd_atomic: u8,
+    /// Outstanding READ/atomic requests as responder.
+    pub max_dest_rd_atomic: u8,
+    /// Minimum RNR NAK timer (encoded).
+    pub min_rnr_timer: u8,
+    /// Destination QP number.
+    pub dest_qp_num: u32,
+    /// Primary path.
+    pub av: Option<AddressVector>,
+}
+
+impl Default for QpAttributes {
+    fn default() -> Self {
+        Self {
+            state: QpState::Reset,
+            en_sqd_async_notify: false,
+            access: Access::default(),
+            pkey_index: 0,
+            port_num: 1,
+            qkey: 0,
+            path_mtu: Mtu::Mtu1024,
+            timeout: 0,
+            retry_cnt: 0,
+            rnr_retry: 0,
+            rq_psn: 0,
+            sq_psn: 0,
+            max_rd_atomic: 0,
+            max_dest_rd_atomic: 0,
+            min_rnr_timer: 0,
+            dest_qp_num: 0,
+            av: None,
+        }
+    }
+}
+
+/// A `modify_qp` request: `mask` tells which fields of `attrs` are set.
+#[derive(Clone, Copy, Debug)]
+pub struct ModifyQp {
+    /// `mask::*` bits.
+    pub mask: u32,
+    /// State before the transition.
+    pub cur_state: QpState,
+    /// State after it.
+    pub new_state: QpState,
+    /// The requested values (only those in `mask` are meaningful).
+    pub attrs: QpAttributes,
+    /// Requested capacities (`mask::CAP`).
+    pub caps: QpCaps,
+}
+
+impl ModifyQp {
+    /// Returns `true` when `bit` (a `mask::*` constant) is set.
+    pub fn has(&self, bit: u32) -> bool {
+        self.mask & bit != 0
+    }
+
+    fn apply(&self, to: &mut QpAttributes) {
+        let a = &self.attrs;
+        to.state = self.new_state;
+        if self.has(mask::EN_SQD_ASYNC_NOTIFY) {
+            to.en_sqd_async_notify = a.en_sqd_async_notify;
+        }
+        if self.has(mask::ACCESS_FLAGS) {
+            to.access = a.access;
+        }
+        if self.has(mask::PKEY_INDEX) {
+            to.pkey_index = a.pkey_index;
+        }
+        if self.has(mask::PORT) {
+            to.port_num = a.port_num;
+        }
+        if self.has(mask::QKEY) {
+            to.qkey = a.qkey;
+        }
+        if self.has(mask::AV) {
+            to.av = a.av;
+        }
+        if self.has(mask::PATH_MTU) {
+            to.path_mtu = a.path_mtu;
+        }
+        if self.has(mask::TIMEOUT) {
+            to.timeout = a.timeout;
+        }
+        if self.has(mask::RETRY_CNT) {
+            to.retry_cnt = a.retry_cnt;
+        }
+        if self.has(mask::RNR_RETRY) {
+            to.rnr_retry = a.rnr_retry;
+        }
+        if self.has(mask::RQ_PSN) {
+            to.rq_psn = a.rq_psn & 0xff_ffff;
+        }
+        if self.has(mask::SQ_PSN) {
+            to.sq_psn = a.sq_psn & 0xff_ffff;
+        }
+        if self.has(mask::MAX_QP_RD_ATOMIC) {
+            to.max_rd_atomic = a.max_rd_atomic;
+        }
+        if self.has(mask::MAX_DEST_RD_ATOMIC) {
+            to.max_dest_rd_atomic = a.max_dest_rd_atomic;
+        }
+        if self.has(mask::MIN_RNR_TIMER) {
+            to.min_rnr_timer = a.min_rnr_timer;
+        }
+        if self.has(mask::DEST_QPN) {
+            to.dest_qp_num = a.dest_qp_num & 0xff_ffff;
+        }
+    }
+}
+
+/// What `create_qp` asked for, after validation and rounding.
+#[derive(Clone, Copy, Debug)]
+pub struct QpInit {
+    /// The QP number allocated.
+    pub qpn: u32,
+    /// The capacities.
+    pub caps: QpCaps,
+    /// Every send work request generates a completion.
+    pub sq_sig_all: bool,
+}
+
+/// A scatter/gather element (`struct rxe_sge`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sge {
+    /// Virtual address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key of the MR.
+    pub lkey: u32,
+}
+
+/// Up to [`MAX_SGE`] SGEs.
+#[derive(Clone, Copy, Debug)]
+pub struct SgeList {
+    len: usize,
+    sges: [Sge; MAX_SGE],
+}
+
+impl SgeList {
+    /// The SGEs.
+    pub fn as_slice(&self) -> &[Sge] {
+        &self.sges[..self.len]
+    }
+
+    /// The sum of their lengths.
+    pub fn total_len(&self) -> u64 {
+        self.as_slice().iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+/// The opcode of a send work request (`enum ibv_wr_opcode`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SendOpcode {
+    /// RDMA WRITE.
+    RdmaWrite,
+    /// RDMA WRITE with immediate.
+    RdmaWriteWithImm,
+    /// SEND.
+    Send,
+    /// SEND with immediate.
+    SendWithImm,
+    /// RDMA READ.
+    RdmaRead,
+    /// Atomic compare and swap.
+    AtomicCmpAndSwp,
+    /// Atomic fetch and add.
+    AtomicFetchAndAdd,
+    /// Local invalidate.
+    LocalInv,
+    /// SEND with invalidate.
+    SendWithInv,
+}
+
+impl SendOpcode {
+    fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => Self::RdmaWrite,
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => Self::RdmaWriteWithImm,
+            bindings::ib_wr_opcode_IB_WR_SEND => Self::Send,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM => Self::SendWithImm,
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ => Self::RdmaRead,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => Self::AtomicCmpAndSwp,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => Self::AtomicFetchAndAdd,
+            bindings::ib_wr_opcode_IB_WR_LOCAL_INV => Self::LocalInv,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV => Self::SendWithInv,
+            _ => return None,
+        })
+    }
+
+    /// The opcode of this request's completion.
+    pub fn wc_opcode(self) -> WcOpcode {
+        match self {
+            Self::RdmaWrite | Self::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            Self::Send | Self::SendWithImm | Self::SendWithInv => WcOpcode::Send,
+            Self::RdmaRead => WcOpcode::RdmaRead,
+            Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            Self::LocalInv => WcOpcode::LocalInv,
+        }
+    }
+}
+
+/// `send_flags`: a completion is generated (unless the QP signals all).
+pub const SEND_SIGNALED: u32 = 2;
+/// `send_flags`: solicited event at the responder.
+pub const SEND_SOLICITED: u32 = 4;
+/// `send_flags`: the payload is inline in the WQE.
+pub const SEND_INLINE: u32 = 8;
+/// `send_flags`: wait for earlier READ/atomics.
+pub const SEND_FENCE: u32 = 1;
+
+/// The payload of a send work request.
+#[derive(Clone, Copy, Debug)]
+pub enum Payload {
+    /// Gathered from local MRs.
+    Sges(SgeList),
+    /// Carried in the WQE.
+    Inline {
+        /// Length.
+        len: usize,
+        /// Bytes (`len` of them).
+        data: [u8; MAX_INLINE],
+    },
+}
+
+/// A send work request, parsed from the send ring.
+#[derive(Clone, Copy, Debug)]
+pub struct SendWqe {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// The operation.
+    pub opcode: SendOpcode,
+    /// `SEND_*` flags.
+    pub send_flags: u32,
+    /// Immediate data (network order) or the rkey to invalidate.
+    pub ex: u32,
+    /// Remote address (RDMA and atomics).
+    pub remote_addr: u64,
+    /// Remote key (RDMA and atomics).
+    pub rkey: u32,
+    /// Compare (CAS) or addend (FAA).
+    pub compare_add: u64,
+    /// Swap value (CAS).
+    pub swap: u64,
+    /// The message length in bytes.
+    pub length: u64,
+    /// Where the payload is (for READ: where it goes; atomics: the 8-byte result).
+    pub payload: Payload,
+}
+
+/// A send WQE that cannot be executed: complete it with `IBV_WC_LOC_QP_OP_ERR`.
+#[derive(Clone, Copy, Debug)]
+pub struct BadWqe {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Its raw opcode.
+    pub opcode: u32,
+}
+
+/// A receive work request, parsed from the receive ring.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWqe {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Where received bytes go; `None` when user space wrote too many SGEs (complete
+    /// with `IBV_WC_LOC_LEN_ERR`).
+    pub sges: Option<SgeList>,
+}
+
+/// A work queue: the ring and the limits user space agreed to.
+struct WorkQueue {
+    queue: Queue,
+    max_sge: usize,
+    max_inline: usize,
+}
+
+/// Asynchronous QP events the driver raises (`enum ib_event_type`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum QpEvent {
+    /// The QP went to the error state on its own.
+    Fatal = bindings::ib_event_type_IB_EVENT_QP_FATAL,
+    /// Invalid request received.
+    ReqErr = bindings::ib_event_type_IB_EVENT_QP_REQ_ERR,
+    /// Access violation at the responder.
+    AccessErr = bindings::ib_event_type_IB_EVENT_QP_ACCESS_ERR,
+    /// First packet received in RTR.
+    CommEst = bindings::ib_event_type_IB_EVENT_COMM_EST,
+    /// The send queue is drained (SQD).
+    SqDrained = bindings::ib_event_type_IB_EVENT_SQ_DRAINED,
+    /// Last WQE reached (SRQ).
+    LastWqeReached = bindings::ib_event_type_IB_EVENT_QP_LAST_WQE_REACHED,
+}
+
+struct Inner {
+    attrs: QpAttributes,
+    /// The core's QP until `destroy_qp`.
+    ib: Option<NonNull<bindings::ib_qp>>,
+}
+
+// SAFETY: `ib` is only used under the lock while the core's QP is live.
+unsafe impl Send for Inner {}
+
+/// A queue pair of driver `T`.
+#[pin_data]
+pub struct Qp<T: Driver> {
+    qpn: u32,
+    pd: PdId,
+    send_cq: Arc<Cq>,
+    recv_cq: Arc<Cq>,
+    caps: QpCaps,
+    sq_sig_all: bool,
+    #[pin]
+    sq: SpinLockIrq<Option<WorkQueue>>,
+    #[pin]
+    rq: SpinLockIrq<Option<WorkQueue>>,
+    #[pin]
+    inner: SpinLockIrq<Inner>,
+    data: T::Qp,
+}
+
+const SEND_WQE_HDR: usize = size_of::<bindings::rxe_send_wqe>();
+const RECV_WQE_HDR: usize = size_of::<bindings::rxe_recv_wqe>();
+const SGE_SIZE: usize = size_of::<bindings::rxe_sge>();
+const _: () = assert!(SGE_SIZE == 16);
+const _: () = assert!(offset_of!(bindings::rxe_send_wqe, dma) + size_of::<bindings::rxe_dma_info>() == SEND_WQE_HDR);
+const _: () = assert!(offset_of!(bindings::rxe_recv_wqe, dma) + size_of::<bindings::rxe_dma_info>() == RECV_WQE_HDR);
+
+fn read_sges(q: &Queue, offset: usize, n: usize) -> Result<SgeList> {
+    let mut list = SgeList {
+        len: n,
+        sges: [Sge::default(); MAX_SGE],
+    };
+    let mut raw = [0u8; SGE_SIZE];
+    for (i, sge) in list.sges[..n].iter_mut().enumerate() {
+        q.read_head(offset + i * SGE_SIZE, &mut raw)?;
+        *sge = Sge {
+            addr: u64::from_ne_bytes(raw[0..8].try_into().map_err(|_| EINVAL)?),
+            length: u32::from_ne_bytes(raw[8..12].try_into().map_err(|_| EINVAL)?),
+            lkey: u32::from_ne_bytes(raw[12..16].try_into().map_err(|_| EINVAL)?),
+        };
+    }
+    Ok(list)
+}
+
+impl<T: Driver> Qp<T> {
+    /// The QP number.
+    pub fn qpn(&self) -> u32 {
+        self.qpn
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// The completion queue of send work requests.
+    pub fn send_cq(&self) -> &Arc<Cq> {
+        &self.send_cq
+    }
+
+    /// The completion queue of receive work requests.
+    pub fn recv_cq(&self) -> &Arc<Cq> {
+        &self.recv_cq
+    }
+
+    /// The capacities.
+    pub fn caps(&self) -> QpCaps {
+        self.caps
+    }
+
+    /// Every send work request generates a completion (`sq_sig_all`).
+    pub fn sq_sig_all(&self) -> bool {
+        self.sq_sig_all
+    }
+
+    /// The driver's data.
+    pub fn data(&self) -> &T::Qp {
+        &self.data
+    }
+
+    /// A snapshot of the attributes.
+    pub fn attributes(&self) -> QpAttributes {
+        self.inner.lock().attrs
+    }
+
+    /// The current state.
+    pub fn state(&self) -> QpState {
+        self.inner.lock().attrs.state
+    }
+
+    /// Moves the QP to the error state on the transport's behalf (not a user request);
+    /// returns the previous state. The caller then flushes and raises events.
+    pub fn set_error(&self) -> QpState {
+        let mut inner = self.inner.lock();
+        let old = inner.attrs.state;
+        inner.attrs.state = QpState::Err;
+        old
+    }
+
+    /// Raises an asynchronous event to the QP's owner; nothing after `destroy_qp`.
+    pub fn raise_event(&self, event: QpEvent) {
+        let inner = self.inner.lock();
+        let Some(ib) = inner.ib else {
+            return;
+        };
+        let ib = ib.as_ptr();
+        // SAFETY: The core's QP is live while set (cleared under this lock in
+        // `destroy_qp`); the handler does not sleep (uverbs queues the event).
+        unsafe {
+            if let Some(handler) = (*ib).event_handler {
+                let mut ev = bindings::ib_event {
+                    device: (*ib).device,
+                    event: event as u32,
+                    ..Default::default()
+                };
+                ev.element.qp = ib;
+                handler(&mut ev, (*ib).qp_context);
+            }
+        }
+    }
+
+    /// Parses the send WQE at the head of the send ring without consuming it.
+    ///
+    /// `None` when the ring is empty (or gone); `Some(Err(_))` for a WQE that cannot be
+    /// executed (unknown opcode, too many SGEs, inline data too long).
+    pub fn sq_peek(&self) -> Option<Result<SendWqe, BadWqe>> {
+        let sq = self.sq.lock();
+        let wq = sq.as_ref()?;
+        let mut raw = [0u8; SEND_WQE_HDR];
+        match wq.queue.read_head(0, &mut raw) {
+            Ok(true) => {}
+            _ => return None,
+        }
+        // SAFETY: `rxe_send_wqe` is integers, unions of integers and a raw pointer, valid
+        // for any bytes; `raw` has its size.
+        let w = unsafe { core::ptr::read_unaligned(raw.as_ptr().cast::<bindings::rxe_send_wqe>()) };
+        let wr_id = w.wr.wr_id;
+        let bad = BadWqe {
+            wr_id,
+            opcode: w.wr.opcode,
+        };
+        let Some(opcode) = SendOpcode::from_raw(w.wr.opcode) else {
+            return Some(Err(bad));
+        };
+        let room = wq.queue.slot_size() - SEND_WQE_HDR;
+        let flags = w.wr.send_flags;
+        let num_sge = w.dma.num_sge as usize;
+        // SAFETY: Union members of integers: any bytes are valid.
+        let (ex, rdma, atomic) = unsafe { (w.wr.ex.imm_data, w.wr.wr.rdma, w.wr.wr.atomic) };
+        let (remote_addr, rkey) = match opcode {
+            SendOpcode::AtomicCmpAndSwp | SendOpcode::AtomicFetchAndAdd => {
+                (atomic.remote_addr, atomic.rkey)
+            }
+            _ => (rdma.remote_addr, rdma.rkey),
+        };
+        let payload = if flags & SEND_INLINE != 0 {
+            let len = w.dma.length as usize;
+            if len > wq.max_inline || len > room || len > MAX_INLINE {
+                return Some(Err(bad));
+            }
+            let mut data = [0u8; MAX_INLINE];
+            if wq.queue.read_head(SEND_WQE_HDR, &mut data[..len]).is_err() {
+                return Some(Err(bad));
+            }
+            Payload::Inline { len, data }
+        } else {
+            if num_sge > wq.max_sge || num_sge > MAX_SGE || num_sge * SGE_SIZE > room {
+                return Some(Err(bad));
+            }
+            match read_sges(&wq.queue, SEND_WQE_HDR, num_sge) {
+                Ok(l) => Payload::Sges(l),
+                Err(_) => return Some(Err(bad)),
+            }
+        };
+        let length = match &payload {
+            Payload::Inline { len, .. } => *len as u64,
+            Payload::Sges(l) => l.total_len(),
+        };
+        Some(Ok(SendWqe {
+            wr_id,
+            opcode,
+            send_flags: flags,
+            ex,
+            remote_addr,
+            rkey,
+            compare_add: atomic.compare_add,
+            swap: atomic.swap,
+            length,
+            payload,
+        }))
+    }
+
+    /// Consumes the send WQE at the head of the send ring.
+    pub fn sq_advance(&self) {
+        if let Some(wq) = Option::as_mut(&mut *self.sq.lock()) {
+            wq.queue.advance_consumer();
+        }
+    }
+
+    /// Parses the receive WQE at the head of the receive ring without consuming it;
+    /// `None` when the ring is empty (or the QP uses an SRQ or is destroyed).
+    pub fn rq_peek(&self) -> Option<RecvWqe> {
+        let rq = self.rq.lock();
+        let wq = rq.as_ref()?;
+        let mut raw = [0u8; RECV_WQE_HDR];
+        match wq.queue.read_head(0, &mut raw) {
+            Ok(true) => {}
+            _ => return None,
+        }
+        // SAFETY: Integers only; `raw` has the struct's size.
+        let w = unsafe { core::ptr::read_unaligned(raw.as_ptr().cast::<bindings::rxe_recv_wqe>()) };
+        let n = w.dma.num_sge as usize;
+        let room = wq.queue.slot_size() - RECV_WQE_HDR;
+        let sges = if n > wq.max_sge || n > MAX_SGE || n * SGE_SIZE > room {
+            None
+        } else {
+            read_sges(&wq.queue, RECV_WQE_HDR, n).ok()
+        };
+        Some(RecvWqe {
+            wr_id: w.wr_id,
+            sges,
+        })
+    }
+
+    /// Consumes the receive WQE at the head of the receive ring.
+    pub fn rq_advance(&self) {
+        if let Some(wq) = Option::as_mut(&mut *self.rq.lock()) {
+            wq.queue.advance_consumer();
+        }
+    }
+
+    /// Completes every waiting send WQE with `IBV_WC_WR_FLUSH_ERR`; returns how many.
+    /// Stops early when the CQ overflows (it raised its error event).
+    pub fn flush_send_queue(&self) -> usize {
+        let mut n = 0;
+        let mut sq = self.sq.lock();
+        let Some(wq) = Option::as_mut(&mut *sq) else {
+            return 0;
+        };
+        let mut raw = [0u8; 16];
+        while let Ok(true) = wq.queue.read_head(0, &mut raw) {
+            // `wr_id` at 0, `opcode` at 12 of `struct rxe_send_wr`.
+            let wr_id = u64::from_ne_bytes([raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]]);
+            let op = u32::from_ne_bytes([raw[12], raw[13], raw[14], raw[15]]);
+            let opcode = SendOpcode::from_raw(op).map_or(WcOpcode::Send, SendOpcode::wc_opcode);
+            if self.send_cq.push(&WorkCompletion::flushed(wr_id, opcode, self.qpn), false).is_err() {
+                break;
+            }
+            wq.queue.advance_consumer();
+            n += 1;
+        }
+        n
+    }
+
+    /// Completes every waiting receive WQE with `IBV_WC_WR_FLUSH_ERR`; returns how many.
+    pub fn flush_recv_queue(&self) -> usize {
+        let mut n = 0;
+        let mut rq = self.rq.lock();
+        let Some(wq) = Option::as_mut(&mut *rq) else {
+            return 0;
+        };
+        let mut raw = [0u8; 8];
+        while let Ok(true) = wq.queue.read_head(0, &mut raw) {
+            let wr_id = u64::from_ne_bytes(raw);
+            let wc = WorkCompletion::flushed(wr_id, WcOpcode::Recv, self.qpn);
+            if self.recv_cq.push(&wc, false).is_err() {
+                break;
+            }
+            wq.queue.advance_consumer();
+            n += 1;
+        }
+        n
+    }
+}
+
+/// `struct rxe_create_qp_resp`.
+#[repr(C)]
+struct CreateQpResp {
+    rq_mi: MmapInfo,
+    sq_mi: MmapInfo,
+}
+
+// SAFETY: `repr(C)` of `AsBytes` structs without padding.
+unsafe impl AsBytes for CreateQpResp {}
+
+/// The core's `ib_qp` followed by ours; allocated and freed by the core (`size_ib_qp`).
+#[repr(C)]
+pub(crate) struct QpObject<T: Driver> {
+    ib: Opaque<bindings::ib_qp>,
+    qp: Option<Arc<Qp<T>>>,
+}
+
+impl<T: Driver> QpObject<T> {
+    /// # Safety
+    ///
+    /// `ib` is a live `ib_qp` of a device of driver `T`.
+    unsafe fn from_raw<'a>(ib: *mut bindings::ib_qp) -> &'a mut Self {
+        // SAFETY: `ib` is the first field of the `repr(C)` struct, which the core
+        // allocated with our size and zeroed.
+        unsafe { &mut *ib.cast::<Self>() }
+    }
+
+    /// # Safety
+    ///
+    /// As for `from_raw`.
+    unsafe fn get(ib: *mut bindings::ib_qp) -> Result<Arc<Qp<T>>> {
+        // SAFETY: Per the contract; `qp` is set in `create_qp` before the core publishes
+        // the QP and taken in `destroy_qp`, after which the core calls nothing else.
+        unsafe { Self::from_raw(ib) }.qp.clone().ok_or(EINVAL)
+    }
+}
+
+/// The size of [`QpObject`], for `size_ib_qp`.
+pub(crate) const fn object_size<T: Driver>() -> usize {
+    size_of::<QpObject<T>>()
+}
+
+/// QP numbers: 0 and 1 are the special QPs, rdma_rxe starts its pool at 16 too.
+pub(crate) const QPN_MIN: u32 = 16;
+pub(crate) const QPN_MAX: u32 = (1 << 24) - 1;
+
+pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    init: *mut bindings::ib_qp_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: The core passes a live QP of one of our devices and valid arguments.
+        let (dev, init, udata) =
+            unsafe { (Device::<T>::from_raw((*ibqp).device), &mut *init, UData::from_raw(udata)) };
+        let udata = udata.ok_or(EOPNOTSUPP)?;
+        if udata.inlen() != 0 || udata.outlen() < size_of::<CreateQpResp>() {
+            return Err(EINVAL);
+        }
+        if init.create_flags != 0 || !init.xrcd.is_null() || !init.rwq_ind_tbl.is_null() {
+            return Err(EOPNOTSUPP);
+        }
+        if init.qp_type != bindings::ib_qp_type_IB_QPT_RC {
+            return Err(EOPNOTSUPP);
+        }
+        if !init.srq.is_null() {
+            return Err(EOPNOTSUPP);
+        }
+        if init.send_cq.is_null() || init.recv_cq.is_null() {
+            return Err(EINVAL);
+        }
+        // SAFETY: CQs of our device, held by the core for the QP's life.
+        let (send_cq, recv_cq) = unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
+        let lim = T::device_attributes(dev);
+        let cap = &mut init.cap;
+        if cap.max_send_wr > lim.max_qp_wr
+            || cap.max_recv_wr > lim.max_qp_wr
+            || cap.max_send_sge > lim.max_send_sge.min(MAX_SGE as u32)
+            || cap.max_recv_sge > lim.max_recv_sge.min(MAX_SGE as u32)
+            || cap.max_inline_data as usize > MAX_INLINE
+        {
+            return Err(EINVAL);
+        }
+        let uctx = udata.ucontext();
+        // The send ring, sized like rdma_rxe's: the larger of the SGEs and the inline data.
+        let room = (cap.max_send_sge as usize * SGE_SIZE).max(cap.max_inline_data as usize);
+        // SAFETY: The user context is live during the verb.
+        let sq = unsafe { Queue::new(uctx, cap.max_send_wr, SEND_WQE_HDR + room, Direction::FromClient)? };
+        let rq_elem = RECV_WQE_HDR + cap.max_recv_sge as usize * SGE_SIZE;
+        // SAFETY: As above.
+        let rq = unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? };
+        let caps = QpCaps {
+            max_send_wr: sq.capacity(),
+            max_recv_wr: rq.capacity(),
+            max_send_sge: (room / SGE_SIZE) as u32,
+            max_recv_sge: cap.max_recv_sge,
+            max_inline_data: room as u32,
+        };
+        udata.write(&CreateQpResp {
+            rq_mi: rq.info(),
+            sq_mi: sq.info(),
+        })?;
+        let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
+        // SAFETY: The QP's PD is live.
+        let pd = PdId::from_raw(unsafe { (*ibqp).pd });
+        let mut rings = Some((sq, rq));
+        let qpn = dev.objects().qps.insert_with(|qpn| {
+            let (sq, rq) = rings.take().ok_or(EINVAL)?;
+            let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all })?;
+            Arc::pin_init(
+                pin_init!(Qp::<T> {
+                    qpn,
+                    pd,
+                    send_cq,
+                    recv_cq,
+                    caps,
+                    sq_sig_all,
+                    sq <- new_spinlock_irq!(Some(WorkQueue {
+                        queue: sq,
+                        max_sge: caps.max_send_sge as usize,
+                        max_inline: caps.max_inline_data as usize,
+                    }), "metaroce_sq"),
+                    rq <- new_spinlock_irq!(Some(WorkQueue {
+                        queue: rq,
+                        max_sge: caps.max_recv_sge as usize,
+                        max_inline: 0,
+                    }), "metaroce_rq"),
+                    inner <- new_spinlock_irq!(Inner {
+                        attrs: QpAttributes::default(),
+                        // SAFETY: Not NULL: the core passed it.
+                        ib: Some(unsafe { NonNull::new_unchecked(ibqp) }),
+                    }, "metaroce_qp"),
+                    data,
+                }),
+                GFP_KERNEL,
+            )
+        })?;
+        let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
+        cap.max_send_wr = caps.max_send_wr;
+        cap.max_recv_wr = caps.max_recv_wr;
+        cap.max_send_sge = caps.max_send_sge;
+        cap.max_recv_sge = caps.max_recv_sge;
+        cap.max_inline_data = caps.max_inline_data;
+        // SAFETY: The core zeroed our part; nobody else sees the QP yet.
+        unsafe {
+            (*ibqp).qp_num = qpn;
+            QpObject::<T>::from_raw(ibqp).qp = Some(qp);
+        }
+        Ok(0)
+    })
+}
+
+/// Reads a `modify_qp` request; checks what needs no QP state.
+///
+/// # Safety
+///
+/// `attr` is valid, with held GID attributes when `mask` has `AV` (the core's contract).
+unsafe fn parse_modify(attr: &bindings::ib_qp_attr, m: u32) -> Result<ModifyQp> {
+    let mut a = QpAttributes::default();
+    if m & mask::AV != 0 {
+        // SAFETY: Per the function's contract.
+        a.av = Some(unsafe { AddressVector::from_raw(&attr.ah_attr)? });
+    }
+    if m & mask::PATH_MTU != 0 {
+        a.path_mtu = Mtu::from_raw(attr.path_mtu).ok_or(EINVAL)?;
+    }
+    if m & mask::STATE != 0 {
+        a.state = QpState::from_raw(attr.qp_state)?;
+    }
+    a.en_sqd_async_notify = attr.en_sqd_async_notify != 0;
+    a.access = Access::from_bits(attr.qp_access_flags as u32);
+    a.pkey_index = attr.pkey_index;
+    a.port_num = attr.port_num;
+    a.qkey = attr.qkey;
+    a.timeout = attr.timeout;
+    a.retry_cnt = attr.retry_cnt;
+    a.rnr_retry = attr.rnr_retry;
+    a.rq_psn = attr.rq_psn;
+    a.sq_psn = attr.sq_psn;
+    a.max_rd_atomic = attr.max_rd_atomic;
+    a.max_dest_rd_atomic = attr.max_dest_rd_atomic;
+    a.min_rnr_timer = attr.min_rnr_timer;
+    a.dest_qp_num = attr.dest_qp_num;
+    let caps = QpCaps {
+        max_send_wr: attr.cap.max_send_wr,
+        max_recv_wr: attr.cap.max_recv_wr,
+        max_send_sge: attr.cap.max_send_sge,
+        max_recv_sge: attr.cap.max_recv_sge,
+        max_inline_data: attr.cap.max_inline_data,
+    };
+    let cur = if m & mask::CUR_STATE != 0 {
+        QpState::from_raw(attr.cur_qp_state)?
+    } else {
+        QpState::Reset
+    };
+    Ok(ModifyQp {
+        mask: m,
+        cur_state: cur,
+        new_state: a.state,
+        attrs: a,
+        caps,
+    })
+}
+
+/// The checks of `rxe_qp_chk_attr` that need no driver policy.
+fn check_values(req: &ModifyQp, caps: &QpCaps) -> Result {
+    let a = &req.attrs;
+    if req.has(mask::PORT) && a.port_num != 1 {
+        return Err(EINVAL);
+    }
+    if req.has(mask::PKEY_INDEX) && a.pkey_index != 0 {
+        return Err(EINVAL);
+    }
+    if req.has(mask::ACCESS_FLAGS) && !Access::SUPPORTED_QP.contains(a.access) {
+        return Err(EINVAL);
+    }
+    if req.has(mask::TIMEOUT) && a.timeout > 31 {
+        return Err(EINVAL);
+    }
+    if req.has(mask::RETRY_CNT) && a.retry_cnt > 7 {
+        return Err(EINVAL);
+    }
+    if req.has(mask::RNR_RETRY) && a.rnr_retry > 7 {
+        return Err(EINVAL);
+    }
+    if req.has(mask::MIN_RNR_TIMER) && a.min_rnr_timer > 31 {
+        return Err(EINVAL);
+    }
+    if req.has(mask::AV) && a.av.is_some_and(|av| av.port_num != 1) {
+        return Err(EINVAL);
+    }
+    if req.has(mask::ALT_PATH) || req.has(mask::PATH_MIG_STATE) {
+        // No automatic path migration: MetaRoCE does multipath itself.
+        return Err(EOPNOTSUPP);
+    }
+    if req.has(mask::CAP) {
+        // The rings cannot be resized; accept only what already fits.
+        let c = &req.caps;
+        if c.max_send_wr > caps.max_send_wr
+            || c.max_recv_wr > caps.max_recv_wr
+            || c.max_send_sge > caps.max_send_sge
+            || c.max_recv_sge > caps.max_recv_sge
+            || c.max_inline_data > caps.max_inline_data
+        {
+            return Err(EINVAL);
+        }
+    }
+    Ok(())
+}
+
+pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    attr_mask: kernel::ffi::c_int,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        let m = attr_mask as u32;
+        if m & !mask::STANDARD != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        // SAFETY: Live QP of our device; `attr` valid with held GID attributes.
+        let (dev, qp, mut req) = unsafe {
+            (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?, parse_modify(&*attr, m)?)
+        };
+        check_values(&req, &qp.caps)?;
+        let from = {
+            let mut inner = qp.inner.lock();
+            let cur = if req.has(mask::CUR_STATE) { req.cur_state } else { inner.attrs.state };
+            let new = if req.has(mask::STATE) { req.new_state } else { cur };
+            req.cur_state = cur;
+            req.new_state = new;
+            // SAFETY: Pure function of its arguments.
+            let ok = unsafe {
+                bindings::ib_modify_qp_is_ok(cur as u32, new as u32, bindings::ib_qp_type_IB_QPT_RC, m)
+            };
+            if !ok {
+                return Err(EINVAL);
+            }
+            T::check_modify_qp(dev, &qp, &inner.attrs, &req)?;
+            let from = inner.attrs.state;
+            req.apply(&mut inner.attrs);
+            from
+        };
+        T::qp_modified(dev, &qp, from, req.new_state);
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    attr: *mut bindings::ib_qp_attr,
+    _attr_mask: kernel::ffi::c_int,
+    init: *mut bindings::ib_qp_init_attr,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: Live QP of ours; the outputs are valid for writes.
+        let (qp, attr, init, ib) =
+            unsafe { (QpObject::<T>::get(ibqp)?, &mut *attr, &mut *init, &*ibqp) };
+        let a = qp.attributes();
+        let c = qp.caps;
+        let cap = bindings::ib_qp_cap {
+            max_send_wr: c.max_send_wr,
+            max_recv_wr: c.max_recv_wr,
+            max_send_sge: c.max_send_sge,
+            max_recv_sge: c.max_recv_sge,
+            max_inline_data: c.max_inline_data,
+            max_rdma_ctxs: 0,
+        };
+        attr.qp_state = a.state as u32;
+        attr.cur_qp_state = a.state as u32;
+        attr.path_mtu = a.path_mtu as u32;
+        attr.path_mig_state = bindings::ib_mig_state_IB_MIG_MIGRATED;
+        attr.qkey = a.qkey;
+        attr.rq_psn = a.rq_psn;
+        attr.sq_psn = a.sq_psn;
+        attr.dest_qp_num = a.dest_qp_num;
+        attr.qp_access_flags = a.access.bits() as _;
+        attr.cap = cap;
+        if let Some(av) = &a.av {
+            av.to_raw(&mut attr.ah_attr);
+        }
+        attr.pkey_index = a.pkey_index;
+        attr.en_sqd_async_notify = a.en_sqd_async_notify.into();
+        attr.sq_draining = 0;
+        attr.max_rd_atomic = a.max_rd_atomic;
+        attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
+        attr.min_rnr_timer = a.min_rnr_timer;
+        attr.port_num = a.port_num;
+        attr.timeout = a.timeout;
+        attr.retry_cnt = a.retry_cnt;
+        attr.rnr_retry = a.rnr_retry;
+        init.event_handler = ib.event_handler;
+        init.qp_context = ib.qp_context;
+        init.send_cq = ib.send_cq;
+        init.recv_cq = ib.recv_cq;
+        init.srq = ib.srq;
+        init.cap = cap;
+        init.sq_sig_type = if qp.sq_sig_all {
+            bindings::ib_sig_type_IB_SIGNAL_ALL_WR
+        } else {
+            bindings::ib_sig_type_IB_SIGNAL_REQ_WR
+        };
+        init.qp_type = ib.qp_type;
+        init.port_num = 1;
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    // SAFETY: The core destroys a live QP of ours once.
+    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::from_raw(ibqp)) };
+    let Some(qp) = obj.qp.take() else {
+        return 0;
+    };
+    dev.objects().qps.remove(qp.qpn);
+    // The driver stops its work on the QP; it may still hold references afterwards.
+    T::qp_destroying(dev, &qp);
+    qp.inner.lock().ib = None;
+    // Unmap the rings now, in process context, while the user context is live.
+    let sq = qp.sq.lock().take();
+    let rq = qp.rq.lock().take();
+    drop((sq, rq));
+    0
+}
+
+pub(crate) unsafe extern "C" fn post_send<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    wr: *const bindings::ib_send_wr,
+    bad_wr: *mut *const bindings::ib_send_wr,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: Live QP of our device.
+        let (dev, qp) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?) };
+        if qp.state() < QpState::Rts {
+            if !bad_wr.is_null() {
+                // SAFETY: `bad_wr` is valid for writes when not NULL.
+                unsafe { *bad_wr = wr };
+            }
+            return Err(EINVAL);
+        }
+        // User QPs post through the ring; the verb only rings the doorbell.
+        T::send_doorbell(dev, &qp)?;
+        Ok(0)
+    })
+}

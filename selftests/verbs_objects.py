@@ -1,0 +1,346 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+#
+# Verbs objects of a metaroce device through stock rdma-core (the rxe provider) and
+# pyverbs: PD, MR, CQ, RC QP, AH. One case per invocation, run by verbs_objects.sh:
+#   verbs_objects.py CASE DEV [PEER_DEV]
+# Exits 0 on success; prints why and exits 1 on failure.
+
+import errno
+import sys
+
+import pyverbs.enums as e
+from pyverbs.addr import AH, AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.pyverbs_error import PyverbsRDMAError
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.wr import SGE, RecvWR, SendWR
+
+
+class Fail(Exception):
+    pass
+
+
+def check(cond, what):
+    if not cond:
+        raise Fail(what)
+
+
+def refused(err, fn, what):
+    """fn() must fail with errno err."""
+    try:
+        fn()
+    except PyverbsRDMAError as ex:
+        check(ex.error_code == err, f'{what}: errno {ex.error_code}, expected {err} ({ex})')
+        return
+    raise Fail(f'{what}: accepted, expected errno {err}')
+
+
+def roce_v2_ipv4_gid(ctx):
+    """Index and GID of the port's IPv4-mapped GID."""
+    for i in range(16):
+        try:
+            gid = ctx.query_gid(1, i)
+        except PyverbsRDMAError:
+            continue
+        if str(gid).startswith('0000:0000:0000:0000:0000:ffff:'):
+            return i, gid
+    raise Fail('no IPv4-mapped GID')
+
+
+def case_mr(dev):
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    LW, RW, RR, RA = (e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE,
+                      e.IBV_ACCESS_REMOTE_READ, e.IBV_ACCESS_REMOTE_ATOMIC)
+    valid = [0, LW, RR, LW | RW, LW | RR, LW | RA, LW | RW | RR, LW | RW | RA,
+             LW | RR | RA, LW | RW | RR | RA]
+    keys = set()
+    mrs = []
+    for acc in valid:
+        for size in (1, 4096, 65537, 1 << 20):
+            mr = MR(pd, size, acc)
+            check(mr.lkey == mr.rkey, f'lkey {mr.lkey:#x} != rkey {mr.rkey:#x}')
+            check(mr.lkey >> 8 != 0, f'key index 0 for access {acc:#x}')
+            check(mr.lkey not in keys, f'duplicate key {mr.lkey:#x}')
+            keys.add(mr.lkey)
+            mrs.append(mr)
+    for mr in mrs:
+        mr.close()
+    # Remote write or atomic without local write: ib_check_mr_access says EINVAL.
+    for acc in (RW, RA, RW | RR, RW | RA | RR):
+        refused(errno.EINVAL, lambda: MR(pd, 4096, acc), f'MR access {acc:#x}')
+    # Rights the device does not implement.
+    refused(errno.EOPNOTSUPP, lambda: MR(pd, 4096, LW | e.IBV_ACCESS_MW_BIND), 'MR with MW_BIND')
+    refused(errno.EOPNOTSUPP, lambda: MR(pd, 4096, LW | e.IBV_ACCESS_ON_DEMAND), 'ODP MR')
+    # Keys are recycled only with a new random byte: register/deregister repeatedly.
+    for _ in range(64):
+        MR(pd, 4096, LW).close()
+    pd.close()
+    ctx.close()
+
+
+def case_cq(dev):
+    ctx = Context(name=dev)
+    max_cqe = ctx.query_device().max_cqe
+    for n in (1, 2, 15, 16, 63, 100, 4096, max_cqe):
+        cq = CQ(ctx, n, None, None, 0)
+        check(cq.cqe >= n, f'CQ of {n} has cqe {cq.cqe}')
+        cq.close()
+    refused(errno.EINVAL, lambda: CQ(ctx, max_cqe + 1, None, None, 0), 'CQ above max_cqe')
+    cq = CQ(ctx, 16, None, None, 0)
+    for n in (100, 1000, 5000):
+        cq.resize(n)
+        check(cq.cqe >= n, f'resize to {n} gave {cq.cqe}')
+        npolled, _ = cq.poll(4)
+        check(npolled == 0, 'completions in a fresh CQ')
+    cq.req_notify(0)
+    cq.req_notify(1)
+    cq.close()
+    ctx.close()
+
+
+def make_rc_qp(pd, cq, send_wr=64, recv_wr=64, send_sge=4, recv_sge=4, inline=64):
+    cap = QPCap(max_send_wr=send_wr, max_recv_wr=recv_wr, max_send_sge=send_sge,
+                max_recv_sge=recv_sge, max_inline_data=inline)
+    init = QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cq, rcq=cq, cap=cap, sq_sig_all=1)
+    return QP(pd, init)
+
+
+def case_qp_create(dev):
+    ctx = Context(name=dev)
+    attr = ctx.query_device()
+    pd = PD(ctx)
+    cq = CQ(ctx, 256, None, None, 0)
+    qpns = set()
+    qps = []
+    for (sw, rw, ss, rs, il) in ((1, 1, 1, 1, 0), (64, 64, 4, 4, 64), (100, 1000, 16, 32, 256),
+                                  (attr.max_qp_wr, attr.max_qp_wr, attr.max_sge, attr.max_sge, 512)):
+        qp = make_rc_qp(pd, cq, sw, rw, ss, rs, il)
+        check(qp.qp_num not in (0, 1) and qp.qp_num not in qpns, f'QPN {qp.qp_num}')
+        qpns.add(qp.qp_num)
+        qa, qi = qp.query(e.IBV_QP_STATE | e.IBV_QP_CAP)
+        check(qa.qp_state == e.IBV_QPS_RESET, f'new QP in state {qa.qp_state}')
+        c = qi.cap
+        check(c.max_send_wr >= sw and c.max_recv_wr >= rw, f'caps {c.max_send_wr}/{c.max_recv_wr} < {sw}/{rw}')
+        check(c.max_send_sge >= ss and c.max_recv_sge >= rs, f'sge {c.max_send_sge}/{c.max_recv_sge}')
+        check(c.max_inline_data >= il, f'inline {c.max_inline_data} < {il}')
+        qps.append(qp)
+    refused(errno.EINVAL, lambda: make_rc_qp(pd, cq, send_wr=attr.max_qp_wr + 1), 'send_wr above max')
+    refused(errno.EINVAL, lambda: make_rc_qp(pd, cq, recv_sge=attr.max_sge + 1), 'recv_sge above max')
+    refused(errno.EINVAL, lambda: make_rc_qp(pd, cq, inline=4096), 'inline above max')
+    ud = QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=QPCap())
+    refused(errno.EOPNOTSUPP, lambda: QP(pd, ud), 'UD QP')
+    for qp in qps:
+        qp.close()
+    cq.close()
+    pd.close()
+    ctx.close()
+
+
+class Side:
+    def __init__(self, dev):
+        self.ctx = Context(name=dev)
+        self.pd = PD(self.ctx)
+        self.cq = CQ(self.ctx, 64, None, None, 0)
+        self.qp = make_rc_qp(self.pd, self.cq)
+        self.mr = MR(self.pd, 4096, e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE)
+        self.gid_index, self.gid = roce_v2_ipv4_gid(self.ctx)
+
+
+def rtr_attr(me, peer, psn=0x1234):
+    a = QPAttr(qp_state=e.IBV_QPS_RTR)
+    a.path_mtu = e.IBV_MTU_1024
+    a.dest_qp_num = peer.qp.qp_num
+    a.rq_psn = psn
+    a.max_dest_rd_atomic = 4
+    a.min_rnr_timer = 12
+    gr = GlobalRoute(dgid=peer.gid, sgid_index=me.gid_index, hop_limit=64, traffic_class=2,
+                     flow_label=0x1abc)
+    a.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
+    return a
+
+
+RTR_MASK = (e.IBV_QP_STATE | e.IBV_QP_AV | e.IBV_QP_PATH_MTU | e.IBV_QP_DEST_QPN |
+            e.IBV_QP_RQ_PSN | e.IBV_QP_MAX_DEST_RD_ATOMIC | e.IBV_QP_MIN_RNR_TIMER)
+RTS_MASK = (e.IBV_QP_STATE | e.IBV_QP_TIMEOUT | e.IBV_QP_RETRY_CNT | e.IBV_QP_RNR_RETRY |
+            e.IBV_QP_SQ_PSN | e.IBV_QP_MAX_QP_RD_ATOMIC)
+INIT_MASK = e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_ACCESS_FLAGS
+
+
+def to_init(side):
+    a = QPAttr(qp_state=e.IBV_QPS_INIT)
+    a.pkey_index = 0
+    a.port_num = 1
+    a.qp_access_flags = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    side.qp.modify(a, INIT_MASK)
+
+
+def to_rts(side, psn=0x4321):
+    a = QPAttr(qp_state=e.IBV_QPS_RTS)
+    a.timeout = 14
+    a.retry_cnt = 7
+    a.rnr_retry = 7
+    a.sq_psn = psn
+    a.max_rd_atomic = 4
+    side.qp.modify(a, RTS_MASK)
+
+
+def case_qp_connect(dev, peer_dev):
+    a, b = Side(dev), Side(peer_dev)
+    # Invalid transitions and masks, with the errno pyverbs shows (EINVAL).
+    refused(errno.EINVAL, lambda: to_rts(a), 'RESET -> RTS')
+    refused(errno.EINVAL, lambda: a.qp.modify(rtr_attr(a, b), RTR_MASK), 'RESET -> RTR')
+    bad = QPAttr(qp_state=e.IBV_QPS_INIT)
+    refused(errno.EINVAL, lambda: a.qp.modify(bad, e.IBV_QP_STATE), 'RESET -> INIT without port/pkey/access')
+    to_init(a)
+    to_init(b)
+    refused(errno.EINVAL, lambda: to_rts(a), 'INIT -> RTS')
+    refused(errno.EINVAL, lambda: a.qp.modify(rtr_attr(a, b), RTR_MASK & ~e.IBV_QP_DEST_QPN),
+            'INIT -> RTR without DEST_QPN')
+    big = rtr_attr(a, b)
+    big.max_dest_rd_atomic = 255
+    refused(errno.EINVAL, lambda: a.qp.modify(big, RTR_MASK), 'max_dest_rd_atomic above max')
+    a.qp.modify(rtr_attr(a, b, 0x1234), RTR_MASK)
+    b.qp.modify(rtr_attr(b, a, 0x4321), RTR_MASK)
+    to_rts(a, 0x4321)
+    to_rts(b, 0x1234)
+    qa, qi = a.qp.query(RTR_MASK | RTS_MASK | INIT_MASK)
+    got = dict(state=qa.qp_state, dest=qa.dest_qp_num, rq_psn=qa.rq_psn, sq_psn=qa.sq_psn,
+               mtu=qa.path_mtu, timeout=qa.timeout, retry=qa.retry_cnt, rnr=qa.rnr_retry,
+               rd=qa.max_rd_atomic, drd=qa.max_dest_rd_atomic, rnr_timer=qa.min_rnr_timer,
+               port=qa.port_num, access=qa.qp_access_flags, dgid=str(qa.ah_attr.dgid),
+               sgid_index=qa.ah_attr.sgid_index, hop=qa.ah_attr.hop_limit,
+               tclass=qa.ah_attr.traffic_class, flow=qa.ah_attr.flow_label)
+    want = dict(state=e.IBV_QPS_RTS, dest=b.qp.qp_num, rq_psn=0x1234, sq_psn=0x4321,
+                mtu=e.IBV_MTU_1024, timeout=14, retry=7, rnr=7, rd=4, drd=4, rnr_timer=12,
+                port=1, access=e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ,
+                dgid=str(b.gid), sgid_index=a.gid_index, hop=64, tclass=2, flow=0x1abc)
+    check(got == want, f'query_qp: got {got}, want {want}')
+    # RTS -> SQD -> RTS, RTS -> RTS, then RESET and back to INIT.
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_SQD), e.IBV_QP_STATE)
+    check(a.qp.query(e.IBV_QP_STATE)[0].qp_state == e.IBV_QPS_SQD, 'not SQD')
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+    refused(errno.EINVAL, lambda: a.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTR), e.IBV_QP_STATE), 'RTS -> RTR')
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
+    to_init(a)
+    check(a.qp.query(e.IBV_QP_STATE)[0].qp_state == e.IBV_QPS_INIT, 'not INIT after reset')
+
+
+def poll_all(cq, want):
+    wcs = []
+    for _ in range(100):
+        n, got = cq.poll(want - len(wcs))
+        wcs += got[:n]
+        if len(wcs) >= want:
+            break
+    return wcs
+
+
+def case_flush(dev, peer_dev):
+    a, b = Side(dev), Side(peer_dev)
+    to_init(a)
+    to_init(b)
+    # Receives are posted into the shared ring: no kernel call.
+    nrecv = 10
+    for i in range(nrecv):
+        a.qp.post_recv(RecvWR(wr_id=1000 + i, num_sge=1, sg=[SGE(a.mr.buf, 64, a.mr.lkey)]))
+    # Posting a send before RTS fails (the doorbell says EINVAL), as with rdma_rxe.
+    swr = SendWR(wr_id=5000, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(a.mr.buf, 16, a.mr.lkey)])
+    refused(errno.EINVAL, lambda: a.qp.post_send(swr), 'post_send in INIT')
+    npolled, _ = a.cq.poll(1)
+    check(npolled == 0, 'a completion before the flush')
+    a.qp.modify(rtr_attr(a, b), RTR_MASK)
+    to_rts(a)
+    nsend = 3
+    for i in range(nsend):
+        a.qp.post_send(SendWR(wr_id=2000 + i, opcode=e.IBV_WR_SEND, num_sge=1,
+                              sg=[SGE(a.mr.buf, 16, a.mr.lkey)]))
+    # The refused post left its WQE in the ring (rdma-core writes it before the
+    # doorbell), so it is flushed too, first.
+    want = nrecv + 1 + nsend
+    # Resize below the unpolled count is refused (nothing unpolled yet: any size fits).
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    refused(errno.EINVAL, lambda: a.cq.resize(want - 2), 'resize below unpolled completions')
+    a.cq.resize(want + 100)
+    wcs = poll_all(a.cq, want)
+    check(len(wcs) == want, f'{len(wcs)} completions, want {want}')
+    for wc in wcs:
+        check(wc.status == e.IBV_WC_WR_FLUSH_ERR, f'status {wc.status} of wr {wc.wr_id}')
+        check(wc.qp_num == a.qp.qp_num, f'qp_num {wc.qp_num}')
+    recv = [wc.wr_id for wc in wcs if wc.opcode == e.IBV_WC_RECV]
+    send = [wc.wr_id for wc in wcs if wc.opcode == e.IBV_WC_SEND]
+    check(recv == [1000 + i for i in range(nrecv)], f'receive wr_ids {recv}')
+    check(send == [5000] + [2000 + i for i in range(nsend)], f'send wr_ids {send}')
+    # In ERR, a new send is flushed at its doorbell.
+    a.qp.post_send(SendWR(wr_id=7777, opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                          sg=[SGE(a.mr.buf, 8, a.mr.lkey)]))
+    wcs = poll_all(a.cq, 1)
+    check(len(wcs) == 1 and wcs[0].wr_id == 7777 and wcs[0].status == e.IBV_WC_WR_FLUSH_ERR
+          and wcs[0].opcode == e.IBV_WC_RDMA_WRITE, f'post in ERR: {wcs}')
+    npolled, _ = a.cq.poll(1)
+    check(npolled == 0, 'extra completions')
+
+
+def case_cq_overflow(dev):
+    ctx = Context(name=dev)
+    pd = PD(ctx)
+    cq = CQ(ctx, 1, None, None, 0)
+    qp = make_rc_qp(pd, cq, recv_wr=8)
+    mr = MR(pd, 4096, e.IBV_ACCESS_LOCAL_WRITE)
+    to_init_plain(qp)
+    n = cq.cqe + 3
+    for i in range(n):
+        qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(mr.buf, 8, mr.lkey)]))
+    qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    ev = ctx.get_async_event()
+    check(ev.event_type == e.IBV_EVENT_CQ_ERR, f'async event {ev.event_type}, want CQ_ERR')
+    ev.ack()
+    wcs = poll_all(cq, cq.cqe)
+    check(len(wcs) == cq.cqe, f'{len(wcs)} completions in a CQ of {cq.cqe}')
+
+
+def to_init_plain(qp):
+    a = QPAttr(qp_state=e.IBV_QPS_INIT)
+    a.pkey_index = 0
+    a.port_num = 1
+    a.qp_access_flags = 0
+    qp.modify(a, INIT_MASK)
+
+
+def case_ah(dev, peer_dev):
+    me, peer = Context(name=dev), Context(name=peer_dev)
+    idx, _ = roce_v2_ipv4_gid(me)
+    _, pgid = roce_v2_ipv4_gid(peer)
+    pd = PD(me)
+    ahs = []
+    for i in range(8):
+        gr = GlobalRoute(dgid=pgid, sgid_index=idx, hop_limit=64)
+        ahs.append(AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=1)))
+    for ah in ahs:
+        ah.close()
+    gr = GlobalRoute(dgid=pgid, sgid_index=200)
+    try:
+        AH(pd, attr=AHAttr(gr=gr, is_global=1, port_num=1))
+    except PyverbsRDMAError:
+        pass
+    else:
+        raise Fail('AH with a nonexistent source GID index accepted')
+    pd.close()
+
+
+CASES = {
+    'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
+    'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah,
+}
+
+if __name__ == '__main__':
+    try:
+        CASES[sys.argv[1]](*sys.argv[2:])
+    except (Fail, PyverbsRDMAError) as ex:
+        print(f'FAIL: {type(ex).__name__}: {ex}')
+        sys.exit(1)
