@@ -10,9 +10,12 @@
 //!
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h),
-//! [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h).
+//! [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h),
+//! [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h).
 
 pub mod bindings;
 pub mod device;
 pub mod link;
 pub mod netdev;
+pub mod skb;
+pub mod udp;
