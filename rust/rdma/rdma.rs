@@ -17,5 +17,6 @@ pub mod bindings;
 pub mod device;
 pub mod link;
 pub mod netdev;
+mod route;
 pub mod skb;
 pub mod udp;

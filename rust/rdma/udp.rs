@@ -19,16 +19,18 @@
 use crate::{
     bindings,
     netdev::{NetDevice, NetDeviceId},
-    skb::SkBuff,
+    route::{Flow, Route4, Route6},
+    skb::{SkBuff, UDP_TUNNEL_HEADROOM},
 };
 use core::{
-    marker::PhantomPinned,
+    marker::{PhantomData, PhantomPinned},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
     ops::Deref,
     ptr::{self, NonNull},
     sync::atomic::{AtomicPtr, Ordering},
 };
 use kernel::{
+    alloc::Flags,
     error::to_result,
     new_mutex,
     prelude::*,
@@ -45,6 +47,9 @@ const ENCAP_TYPE: u8 = 1;
 
 /// Length of a UDP header.
 const UDP_HLEN: usize = 8;
+
+/// The IPv4 "don't fragment" flag, in network byte order.
+const IP_DF: u16 = (bindings::IP_DF as u16).to_be();
 
 /// An ECN codepoint (RFC 3168): the two low bits of the IPv4 TOS byte or of the IPv6
 /// traffic class.
@@ -71,6 +76,21 @@ impl Ecn {
             _ => Self::Ce,
         }
     }
+}
+
+/// Where and how to send a datagram.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Destination {
+    /// Source address; unspecified (`0.0.0.0` or `::`) lets the route choose.
+    pub src: IpAddr,
+    /// Destination address, of the same family as `src`.
+    pub dst: IpAddr,
+    /// UDP source port: the path of a connection.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// ECN codepoint of the IP header (MetaRoCE sends [`Ecn::Ect0`]).
+    pub ecn: Ecn,
 }
 
 /// Addresses, ports and ECN codepoint of a received datagram, from its IP and UDP
@@ -100,7 +120,11 @@ impl DatagramInfo {
             6 if ip.len() >= 40 => {
                 let s: [u8; 16] = ip[8..24].try_into().ok()?;
                 let d: [u8; 16] = ip[24..40].try_into().ok()?;
-                (Ipv6Addr::from(s).into(), Ipv6Addr::from(d).into(), ip[1] >> 4)
+                (
+                    Ipv6Addr::from(s).into(),
+                    Ipv6Addr::from(d).into(),
+                    ip[1] >> 4,
+                )
             }
             _ => return None,
         };
@@ -265,6 +289,161 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         }
     }
 
+    /// Sends `payload` as one UDP datagram to `to`, through `netdev` (which must be in the
+    /// tunnel's namespace), with the route's hop limit, the ECN codepoint of `to`, and
+    /// for IPv4 the "don't fragment" flag. The caller sizes payloads to the path MTU.
+    ///
+    /// `payload` needs [`UDP_TUNNEL_HEADROOM`] bytes of headroom
+    /// ([`SkBuff::alloc_for_udp`] reserves it). Any context, including softirq; the
+    /// buffer is consumed either way. Errors (also counted in [`UdpTunnel::stats`]):
+    /// `EHOSTUNREACH` (no route), `ENETDOWN` (the tunnel is closed, or has no IPv6),
+    /// `EINVAL` (mixed address families, too little headroom, `netdev` in another
+    /// namespace). Once the datagram is handed to IP, later drops (queue full, neighbour
+    /// unresolved) are not reported, as for any UDP socket.
+    pub fn send(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff) -> Result {
+        let ret = self.try_send(netdev, to, payload);
+        match ret {
+            Ok(()) => {}
+            Err(e) if e == EHOSTUNREACH => {
+                self.tx_no_route.fetch_add(1, Relaxed);
+            }
+            Err(_) => {
+                self.tx_errors.fetch_add(1, Relaxed);
+            }
+        }
+        ret
+    }
+
+    /// Copies `bytes` into a new buffer and sends it as [`UdpTunnel::send`] does.
+    pub fn send_slice(
+        &self,
+        netdev: &NetDevice,
+        to: &Destination,
+        bytes: &[u8],
+        flags: Flags,
+    ) -> Result {
+        let mut skb = SkBuff::alloc_for_udp(netdev, bytes.len(), flags).inspect_err(|_| {
+            self.tx_errors.fetch_add(1, Relaxed);
+        })?;
+        skb.append(bytes)?;
+        self.send(netdev, to, skb)
+    }
+
+    fn try_send(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff) -> Result {
+        if payload.headroom() < UDP_TUNNEL_HEADROOM {
+            payload.discard();
+            return Err(EINVAL);
+        }
+        // SAFETY: `netdev` is live (type invariant of `NetDevice`).
+        if unsafe { bindings::metaroce_dev_net(netdev.as_raw()) } != self.net {
+            payload.discard();
+            return Err(EINVAL);
+        }
+        let _bh = BhDisabled::new();
+        let _rcu = rcu::read_lock();
+        let tos = to.ecn as u8;
+        let (sport, dport) = (to.src_port.to_be(), to.dst_port.to_be());
+        match (to.src, to.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let sk = self.sk4.load(Ordering::Acquire);
+                if sk.is_null() {
+                    payload.discard();
+                    return Err(ENETDOWN);
+                }
+                let flow = Flow {
+                    oif: netdev.ifindex(),
+                    src,
+                    dst,
+                    src_port: to.src_port,
+                    dst_port: to.dst_port,
+                };
+                // SAFETY: The socket is open under the RCU read lock, so `net` is live
+                // (type invariant).
+                let rt = match unsafe { Route4::lookup(self.net, &flow) } {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        payload.discard();
+                        return Err(e);
+                    }
+                };
+                let (ttl, src) = (rt.hop_limit(), u32::from(rt.src).to_be());
+                // SAFETY: `sk` is our open socket (it is released only a grace period
+                // after being cleared); the route reference and the skb, with enough
+                // headroom for the UDP and IP headers, are handed over. BH is disabled
+                // as the transmit path requires.
+                unsafe {
+                    bindings::udp_tunnel_xmit_skb(
+                        rt.into_raw(),
+                        sk,
+                        payload.into_raw().as_ptr(),
+                        src,
+                        u32::from(dst).to_be(),
+                        tos,
+                        ttl,
+                        IP_DF,
+                        sport,
+                        dport,
+                        false,
+                        false,
+                        0,
+                    )
+                };
+                Ok(())
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                let sk = self.sk6.load(Ordering::Acquire);
+                if sk.is_null() {
+                    payload.discard();
+                    return Err(ENETDOWN);
+                }
+                let flow = Flow {
+                    oif: netdev.ifindex(),
+                    src,
+                    dst,
+                    src_port: to.src_port,
+                    dst_port: to.dst_port,
+                };
+                // SAFETY: As for IPv4; `sk` is a socket of `net`.
+                let rt = match unsafe { Route6::lookup(self.net, sk, &flow) } {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        payload.discard();
+                        return Err(e);
+                    }
+                };
+                let ttl = rt.hop_limit();
+                let mut saddr = bindings::in6_addr::default();
+                saddr.in6_u.u6_addr8 = rt.src.octets();
+                let mut daddr = bindings::in6_addr::default();
+                daddr.in6_u.u6_addr8 = dst.octets();
+                // SAFETY: As for IPv4. With a NULL device no tunnel device statistics
+                // are updated.
+                unsafe {
+                    bindings::udp_tunnel6_xmit_skb(
+                        rt.into_raw(),
+                        sk,
+                        payload.into_raw().as_ptr(),
+                        ptr::null_mut(),
+                        &saddr,
+                        &daddr,
+                        tos,
+                        ttl,
+                        0,
+                        sport,
+                        dport,
+                        false,
+                        0,
+                    )
+                };
+                Ok(())
+            }
+            _ => {
+                payload.discard();
+                Err(EINVAL)
+            }
+        }
+    }
+
     /// Creates the sockets bound to `port` on every address of the namespace.
     ///
     /// `self` must stay at its address until [`UdpTunnel::close`] has returned: the
@@ -347,7 +526,10 @@ impl<H: DatagramHandler> UdpTunnel<H> {
     /// Called by UDP, in softirq context under the RCU read lock, for one of our sockets,
     /// with an skb whose reference it hands over and whose data starts at the UDP header
     /// (already checksum-verified).
-    unsafe extern "C" fn encap_rcv(sk: *mut bindings::sock, skb: *mut bindings::sk_buff) -> kernel::ffi::c_int {
+    unsafe extern "C" fn encap_rcv(
+        sk: *mut bindings::sock,
+        skb: *mut bindings::sk_buff,
+    ) -> kernel::ffi::c_int {
         // SAFETY: `sk` is live for the call; its user data is NULL or a `UdpTunnel<H>`
         // that stays live until a grace period after it is cleared (`close`).
         let this = unsafe { bindings::metaroce_rcu_dereference_sk_user_data(sk) }
@@ -412,6 +594,26 @@ impl<H: DatagramHandler> Drop for UdpTunnel<H> {
     fn drop(&mut self) {
         // Normally closed already, by the last `TunnelRef` or the namespace's exit.
         self.close();
+    }
+}
+
+/// Bottom halves disabled on this CPU for the guard's lifetime: the IP tunnel transmit
+/// path counts its recursion per CPU and expects it.
+struct BhDisabled(PhantomData<*mut ()>);
+
+impl BhDisabled {
+    fn new() -> Self {
+        // SAFETY: Always allowed; re-enabled in `drop` on the same CPU (the guard is
+        // neither `Send` nor `Sync`, and disabled BH pins the task to the CPU).
+        unsafe { bindings::metaroce_local_bh_disable() };
+        Self(PhantomData)
+    }
+}
+
+impl Drop for BhDisabled {
+    fn drop(&mut self) {
+        // SAFETY: Disabled in `new`.
+        unsafe { bindings::metaroce_local_bh_enable() };
     }
 }
 
@@ -515,11 +717,12 @@ impl<H: DatagramHandler> UdpTunnels<H> {
         let tunnel = Arc::new(UdpTunnel::new(net, self.handler.clone()), GFP_KERNEL)?;
         // The namespace is live: `netdev` belongs to it and the caller holds `netdev`.
         tunnel.open_sockets(self.port)?;
-        tunnels.push_within_capacity(Entry {
-            tunnel: tunnel.clone(),
-            users: 1,
-        })
-        .map_err(|_| ENOMEM)?;
+        tunnels
+            .push_within_capacity(Entry {
+                tunnel: tunnel.clone(),
+                users: 1,
+            })
+            .map_err(|_| ENOMEM)?;
         Ok(TunnelRef {
             registry: self.clone(),
             tunnel,
