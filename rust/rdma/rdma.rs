@@ -19,4 +19,5 @@ pub mod link;
 pub mod netdev;
 mod route;
 pub mod skb;
+pub mod stats;
 pub mod udp;

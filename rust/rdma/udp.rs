@@ -155,6 +155,8 @@ pub struct Received<'a> {
     skb: SkBuff,
     info: DatagramInfo,
     netdev: &'a NetDevice,
+    /// The tunnel's count of datagrams no one claimed.
+    unclaimed: &'a Atomic<u64>,
 }
 
 impl<'a> Received<'a> {
@@ -186,8 +188,15 @@ impl<'a> Received<'a> {
         }
     }
 
-    /// Frees the datagram as a drop (e.g. no receiver), visible to drop monitors.
+    /// Frees the datagram as a drop, visible to drop monitors.
     pub fn discard(self) {
+        self.skb.discard();
+    }
+
+    /// Drops a datagram for which there is no receiver (e.g. no device on its netdev),
+    /// counting it in [`TunnelStats::rx_unclaimed`] of its namespace.
+    pub fn discard_unclaimed(self) {
+        self.unclaimed.fetch_add(1, Relaxed);
         self.skb.discard();
     }
 }
@@ -226,6 +235,8 @@ impl OwnedDatagram {
 pub struct TunnelStats {
     /// Datagrams dropped before the handler: not linearisable or bad headers.
     pub rx_malformed: u64,
+    /// Datagrams the handler found no receiver for ([`Received::discard_unclaimed`]).
+    pub rx_unclaimed: u64,
     /// Transmissions that found no route.
     pub tx_no_route: u64,
     /// Transmissions refused for another reason (closed tunnel, bad arguments, no
@@ -247,6 +258,7 @@ pub struct UdpTunnel<H: DatagramHandler> {
     sk6: AtomicPtr<bindings::sock>,
     handler: Arc<H>,
     rx_malformed: Atomic<u64>,
+    rx_unclaimed: Atomic<u64>,
     tx_no_route: Atomic<u64>,
     tx_errors: Atomic<u64>,
 }
@@ -265,6 +277,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
             sk6: AtomicPtr::new(ptr::null_mut()),
             handler,
             rx_malformed: Atomic::new(0),
+            rx_unclaimed: Atomic::new(0),
             tx_no_route: Atomic::new(0),
             tx_errors: Atomic::new(0),
         }
@@ -284,6 +297,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
     pub fn stats(&self) -> TunnelStats {
         TunnelStats {
             rx_malformed: self.rx_malformed.load(Relaxed),
+            rx_unclaimed: self.rx_unclaimed.load(Relaxed),
             tx_no_route: self.tx_no_route.load(Relaxed),
             tx_errors: self.tx_errors.load(Relaxed),
         }
@@ -585,7 +599,12 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         // SAFETY: The receive path holds the ingress device for the duration of the
         // softirq that runs this callback.
         let netdev = unsafe { NetDevice::from_raw(dev) };
-        self.handler.on_datagram(Received { skb, info, netdev });
+        self.handler.on_datagram(Received {
+            skb,
+            info,
+            netdev,
+            unclaimed: &self.rx_unclaimed,
+        });
         Ok(())
     }
 }
