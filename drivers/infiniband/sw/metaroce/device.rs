@@ -2,12 +2,12 @@
 
 //! A MetaRoCE device: its attributes and per-device state.
 
+use crate::net::DeviceNet;
 use kernel::{
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
 };
 use metaroce_proto::constants::{MAX_DATA_HEADER_LEN, MAX_MSG_LEN};
-use crate::net::DeviceNet;
 use rdma::{
     device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
     netdev::NetDevice,
