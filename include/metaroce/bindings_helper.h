@@ -18,3 +18,4 @@
 #include <uapi/rdma/ib_user_verbs.h>
 
 #include "helpers.h"
+#include "net_helpers.h"

@@ -19,6 +19,7 @@ use crate::{
     netdev::{NetDevice, NetDeviceId},
     qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
     table::Table,
+    stats::{self, CounterDesc},
 };
 use core::{
     marker::PhantomData,
@@ -175,6 +176,12 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Returns the port attributes; the state is filled in from the netdev.
     fn port_attributes(dev: &Device<Self>, netdev: &NetDevice) -> PortAttributes;
+
+    /// Names of the port's counters (`rdma statistic show link DEV/1`); none by default.
+    const HW_COUNTERS: &'static [CounterDesc] = &[];
+
+    /// Reads the port's counters, one value per [`Driver::HW_COUNTERS`] entry.
+    fn hw_counters(_dev: &Device<Self>, _values: &mut [u64]) {}
 
     /// A user context is being created (`ibv_open_device`).
     fn alloc_ucontext(_dev: &Device<Self>) -> Result {
@@ -445,6 +452,8 @@ impl<T: Driver> Device<T> {
             query_port: Some(Adapter::<T>::query_port),
             get_port_immutable: Some(Adapter::<T>::get_port_immutable),
             get_link_layer: Some(Adapter::<T>::get_link_layer),
+            alloc_hw_port_stats: stats::Adapter::<T>::ALLOC,
+            get_hw_stats: stats::Adapter::<T>::GET,
             query_pkey: Some(Adapter::<T>::query_pkey),
             alloc_ucontext: Some(Adapter::<T>::alloc_ucontext),
             dealloc_ucontext: Some(Adapter::<T>::dealloc_ucontext),

@@ -10,7 +10,8 @@
 //!
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h),
-//! [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h).
+//! [`include/linux/netdevice.h`](srctree/include/linux/netdevice.h),
+//! [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h).
 
 pub mod ah;
 pub mod av;
@@ -25,3 +26,7 @@ pub mod qp;
 pub mod queue;
 pub mod table;
 pub mod udata;
+mod route;
+pub mod skb;
+pub mod stats;
+pub mod udp;

@@ -3,6 +3,7 @@
 //! A MetaRoCE device: its attributes and per-device state.
 
 use crate::qp::{self, MetaRoceQp};
+use crate::net::DeviceNet;
 use kernel::{
     prelude::*,
     sync::{
@@ -15,6 +16,7 @@ use rdma::{
     device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
     netdev::NetDevice,
     qp::{ModifyQp, Qp, QpAttributes, QpInit, QpState, MAX_SGE as RING_MAX_SGE},
+    stats::CounterDesc,
 };
 
 /// Bytes of every packet that are not payload: IPv6 (the larger IP header), UDP and
@@ -43,15 +45,22 @@ pub(crate) struct MetaRoceDevice {
     netdev_mtu: Atomic<u32>,
     /// Times the netdev lost its link while the device existed.
     link_downed: Atomic<u64>,
+    /// The UDP tunnel and datagram counters.
+    net: DeviceNet,
 }
 
 impl MetaRoceDevice {
-    pub(crate) fn new(netdev: &NetDevice) -> impl PinInit<Self, Error> {
+    pub(crate) fn new(netdev: &NetDevice, net: DeviceNet) -> impl PinInit<Self, Error> {
         let mtu = netdev.mtu();
         try_pin_init!(Self {
             netdev_mtu: Atomic::new(mtu),
             link_downed: Atomic::new(0),
+            net,
         })
+    }
+
+    pub(crate) fn net(&self) -> &DeviceNet {
+        &self.net
     }
 
     pub(crate) fn set_netdev_mtu(&self, mtu: u32) {
@@ -72,6 +81,12 @@ impl Driver for MetaRoceDriver {
     type Data = MetaRoceDevice;
 
     const NODE_DESC: &'static CStr = c"metaroce";
+
+    const HW_COUNTERS: &'static [CounterDesc] = crate::net::HW_COUNTERS;
+
+    fn hw_counters(dev: &Device<Self>, values: &mut [u64]) {
+        dev.data().net().read_counters(values);
+    }
 
     fn device_attributes(_dev: &Device<Self>) -> DeviceAttributes {
         DeviceAttributes {

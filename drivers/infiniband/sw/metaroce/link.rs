@@ -2,7 +2,10 @@
 
 //! `rdma link add NAME type metaroce netdev DEV`.
 
-use crate::device::{MetaRoceDevice, MetaRoceDriver};
+use crate::{
+    device::{MetaRoceDevice, MetaRoceDriver},
+    net::{DeviceNet, NetContext},
+};
 use kernel::{prelude::*, sync::Arc};
 use rdma::{
     device::{self, Device, Registry},
@@ -13,11 +16,12 @@ use rdma::{
 /// Creates metaroce devices on request of the RDMA netlink interface.
 pub(crate) struct NewLink {
     registry: Arc<Registry<MetaRoceDriver>>,
+    net: Arc<NetContext>,
 }
 
 impl NewLink {
-    pub(crate) fn new(registry: Arc<Registry<MetaRoceDriver>>) -> Self {
-        Self { registry }
+    pub(crate) fn new(registry: Arc<Registry<MetaRoceDriver>>, net: Arc<NetContext>) -> Self {
+        Self { registry, net }
     }
 }
 
@@ -36,7 +40,10 @@ impl LinkOps for NewLink {
             pr_err!("{:?} already has an rdma_rxe device\n", netdev.name());
             return Err(EEXIST);
         }
-        Device::register(&self.registry, netdev, name, MetaRoceDevice::new(netdev)).inspect_err(|e| {
+        let net = DeviceNet::new(&self.net, &self.registry, netdev, name).inspect_err(|e| {
+            pr_err!("{:?}: opening UDP port {} failed: {:?}\n", name, metaroce_proto::constants::UDP_PORT, e);
+        })?;
+        Device::register(&self.registry, netdev, name, MetaRoceDevice::new(netdev, net)).inspect_err(|e| {
             pr_err!("creating {:?} on {:?} failed: {:?}\n", name, netdev.name(), e);
         })
     }

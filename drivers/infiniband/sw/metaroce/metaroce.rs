@@ -12,6 +12,7 @@
 
 mod device;
 mod link;
+mod net;
 mod netdev_events;
 mod qp;
 
@@ -27,14 +28,17 @@ module! {
     alias: ["rdma-link-metaroce"],
 }
 
-/// The module: one link type, the devices it created, and a netdev notifier.
+/// The module: one link type, the devices it created, a netdev notifier and the UDP
+/// tunnel sockets' registry.
 ///
 /// Fields drop in declaration order, which is the teardown order: no new devices, then
-/// every device unregistered and freed, then the notifier.
+/// every device unregistered and freed (closing the last tunnel sockets), then the
+/// notifier and the tunnel registry.
 struct MetaRoce {
     _link: Pin<KBox<rdma::link::Registration<link::NewLink>>>,
     _devices: DeviceFence,
     _notifier: Pin<KBox<Notifier<netdev_events::NetdevEvents>>>,
+    _net: Arc<net::NetContext>,
 }
 
 /// Unregisters every device of the module when dropped.
@@ -53,12 +57,16 @@ impl Drop for DeviceFence {
 impl kernel::Module for MetaRoce {
     fn init(module: &'static ThisModule) -> Result<Self> {
         let registry = Registry::new(module)?;
+        let net = Arc::new(net::NetContext::new()?, GFP_KERNEL)?;
         let notifier = KBox::pin_init(
             Notifier::new(netdev_events::NetdevEvents::new(registry.clone())),
             GFP_KERNEL,
         )?;
         let link = KBox::pin_init(
-            rdma::link::Registration::new(c"metaroce", link::NewLink::new(registry.clone())),
+            rdma::link::Registration::new(
+                c"metaroce",
+                link::NewLink::new(registry.clone(), net.clone()),
+            ),
             GFP_KERNEL,
         )?;
         pr_info!(
@@ -70,6 +78,7 @@ impl kernel::Module for MetaRoce {
             _link: link,
             _devices: DeviceFence(registry),
             _notifier: notifier,
+            _net: net,
         })
     }
 }

@@ -1,0 +1,308 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The devices' side of the MetaRoCE UDP tunnel: per-namespace sockets on
+//! [`UDP_PORT`], receive dispatch by ingress netdev, per-device counters and the debugfs
+//! test transmitter.
+//!
+//! Until the transport runs on top, a received datagram is only counted on the device
+//! of the netdev it came in on (or as `rx_no_device` in its namespace).
+
+use crate::device::MetaRoceDriver;
+use core::{
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+    str::FromStr,
+};
+use kernel::{
+    debugfs::{self, Dir},
+    new_spinlock_irq,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, SpinLockIrq,
+    },
+    uaccess::UserSliceReader,
+};
+use metaroce_proto::constants::UDP_PORT;
+use rdma::{
+    device::Registry,
+    netdev::{NetDevice, NetDeviceId},
+    stats::CounterDesc,
+    udp::{DatagramHandler, Destination, Ecn, Received, TunnelRef, UdpTunnels},
+};
+
+/// Most datagrams one write to the `xmit` file sends.
+const XMIT_MAX_COUNT: u32 = 100_000;
+/// Largest test payload (a jumbo frame's worth).
+const XMIT_MAX_LEN: usize = 9000;
+/// Default test payload length.
+const XMIT_DEFAULT_LEN: usize = 64;
+
+/// The port counters, in the order of [`DeviceNet::read_counters`].
+pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
+    CounterDesc::new(c"rx_packets"),
+    CounterDesc::new(c"rx_bytes"),
+    CounterDesc::new(c"rx_not_ect"),
+    CounterDesc::new(c"rx_ect0"),
+    CounterDesc::new(c"rx_ect1"),
+    CounterDesc::new(c"rx_ce"),
+    CounterDesc::new(c"tx_packets"),
+    CounterDesc::new(c"tx_bytes"),
+    CounterDesc::new(c"tx_errors"),
+    // Per namespace: shared by the devices of the device's namespace.
+    CounterDesc::new(c"ns_rx_no_device"),
+    CounterDesc::new(c"ns_rx_malformed"),
+    CounterDesc::new(c"ns_tx_no_route"),
+];
+
+/// Datagram counters of one device.
+pub(crate) struct NetCounters {
+    rx_packets: Atomic<u64>,
+    rx_bytes: Atomic<u64>,
+    /// Per ECN codepoint, indexed by its value.
+    rx_ecn: [Atomic<u64>; 4],
+    tx_packets: Atomic<u64>,
+    tx_bytes: Atomic<u64>,
+    tx_errors: Atomic<u64>,
+}
+
+impl NetCounters {
+    fn new() -> Self {
+        Self {
+            rx_packets: Atomic::new(0),
+            rx_bytes: Atomic::new(0),
+            rx_ecn: [const { Atomic::new(0) }; 4],
+            tx_packets: Atomic::new(0),
+            tx_bytes: Atomic::new(0),
+            tx_errors: Atomic::new(0),
+        }
+    }
+
+    fn count_rx(&self, ecn: Ecn, len: usize) {
+        self.rx_packets.fetch_add(1, Relaxed);
+        self.rx_bytes.fetch_add(len as u64, Relaxed);
+        self.rx_ecn[ecn as usize].fetch_add(1, Relaxed);
+    }
+
+    fn count_tx(&self, ret: Result, len: usize) {
+        if ret.is_ok() {
+            self.tx_packets.fetch_add(1, Relaxed);
+            self.tx_bytes.fetch_add(len as u64, Relaxed);
+        } else {
+            self.tx_errors.fetch_add(1, Relaxed);
+        }
+    }
+}
+
+/// Hands received datagrams to the device of their ingress netdev.
+#[pin_data]
+pub(crate) struct Demux {
+    /// The devices' counters by netdev; taken in softirq context, hence IRQ-safe.
+    #[pin]
+    devices: SpinLockIrq<KVec<(NetDeviceId, Arc<NetCounters>)>>,
+}
+
+impl Demux {
+    fn new() -> Result<Arc<Self>> {
+        Arc::pin_init(
+            pin_init!(Self {
+                devices <- new_spinlock_irq!(KVec::new()),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn insert(&self, netdev: NetDeviceId, counters: Arc<NetCounters>) -> Result {
+        self.devices.lock().push((netdev, counters), GFP_ATOMIC)?;
+        Ok(())
+    }
+
+    fn remove(&self, counters: &Arc<NetCounters>) {
+        let removed = {
+            let mut devices = self.devices.lock();
+            let i = devices.iter().position(|(_, c)| Arc::ptr_eq(c, counters));
+            i.and_then(|i| devices.remove(i).ok())
+        };
+        // The `Arc` is dropped here, outside the lock.
+        drop(removed);
+    }
+}
+
+impl DatagramHandler for Demux {
+    fn on_datagram(&self, rx: Received<'_>) {
+        let id = rx.netdev().id();
+        let found = {
+            let devices = self.devices.lock();
+            match devices.iter().find(|(d, _)| *d == id) {
+                Some((_, c)) => {
+                    c.count_rx(rx.info().ecn, rx.payload().len());
+                    true
+                }
+                None => false,
+            }
+        };
+        if !found {
+            rx.discard_unclaimed();
+        }
+    }
+}
+
+/// What the devices share: the tunnel registry and the debugfs directory.
+pub(crate) struct NetContext {
+    tunnels: Arc<UdpTunnels<Demux>>,
+    debugfs: Dir,
+}
+
+impl NetContext {
+    /// Creates the tunnel registry for [`UDP_PORT`] (no socket yet) and
+    /// `/sys/kernel/debug/metaroce/`.
+    pub(crate) fn new() -> Result<Self> {
+        Ok(Self {
+            tunnels: UdpTunnels::new(UDP_PORT, Demux::new()?)?,
+            debugfs: Dir::new(c"metaroce"),
+        })
+    }
+}
+
+/// The network state of one device.
+pub(crate) struct DeviceNet {
+    counters: Arc<NetCounters>,
+    tunnel: TunnelRef<Demux>,
+    _xmit: Pin<KBox<debugfs::File<XmitFile>>>,
+    _dir: Dir,
+}
+
+impl DeviceNet {
+    /// Opens the tunnel of `netdev`'s namespace for the device `name` and creates its
+    /// `xmit` file.
+    pub(crate) fn new(
+        ctx: &NetContext,
+        registry: &Arc<Registry<MetaRoceDriver>>,
+        netdev: &NetDevice,
+        name: &CStr,
+    ) -> Result<Self> {
+        let counters = Arc::new(NetCounters::new(), GFP_KERNEL)?;
+        let tunnel = ctx.tunnels.open(netdev)?;
+        let dir = ctx.debugfs.subdir(name);
+        let xmit = KBox::pin_init(
+            dir.write_callback_file(
+                c"xmit",
+                XmitFile {
+                    registry: registry.clone(),
+                    netdev: netdev.id(),
+                },
+                &xmit_write,
+            ),
+            GFP_KERNEL,
+        )?;
+        // Last, so that nothing fails after the device can receive.
+        tunnel.handler().insert(netdev.id(), counters.clone())?;
+        Ok(Self {
+            counters,
+            tunnel,
+            _xmit: xmit,
+            _dir: dir,
+        })
+    }
+
+    /// Fills `values` in the order of [`HW_COUNTERS`].
+    pub(crate) fn read_counters(&self, values: &mut [u64]) {
+        let c = &self.counters;
+        let ns = self.tunnel.stats();
+        let all = [
+            c.rx_packets.load(Relaxed),
+            c.rx_bytes.load(Relaxed),
+            c.rx_ecn[Ecn::NotEct as usize].load(Relaxed),
+            c.rx_ecn[Ecn::Ect0 as usize].load(Relaxed),
+            c.rx_ecn[Ecn::Ect1 as usize].load(Relaxed),
+            c.rx_ecn[Ecn::Ce as usize].load(Relaxed),
+            c.tx_packets.load(Relaxed),
+            c.tx_bytes.load(Relaxed),
+            c.tx_errors.load(Relaxed),
+            ns.rx_unclaimed,
+            ns.rx_malformed,
+            ns.tx_no_route,
+        ];
+        for (v, a) in values.iter_mut().zip(all) {
+            *v = a;
+        }
+    }
+
+    /// Sends `count` test datagrams of `len` bytes to `dst` on [`UDP_PORT`], ECT(0), from
+    /// source ports `src_port`, `src_port + 1`, ... (skipping 0), through `netdev`.
+    /// Returns the first error after trying all of them.
+    fn xmit_test(
+        &self,
+        netdev: &NetDevice,
+        dst: IpAddr,
+        src_port: u16,
+        count: u32,
+        len: usize,
+    ) -> Result {
+        let src = match dst {
+            IpAddr::V4(_) => IpAddr::V4(Ipv4Addr::UNSPECIFIED),
+            IpAddr::V6(_) => IpAddr::V6(Ipv6Addr::UNSPECIFIED),
+        };
+        let mut payload = KVec::with_capacity(len, GFP_KERNEL)?;
+        for i in 0..len {
+            payload.push(b"MetaRoCE-test "[i % 14], GFP_KERNEL)?;
+        }
+        let mut first_err = Ok(());
+        for i in 0..count {
+            // Source ports cycle through 1..=65535.
+            let port = (u32::from(src_port).saturating_sub(1) + i) % 65535 + 1;
+            let to = Destination {
+                src,
+                dst,
+                src_port: port as u16,
+                dst_port: UDP_PORT,
+                ecn: Ecn::Ect0,
+            };
+            let ret = self.tunnel.send_slice(netdev, &to, &payload, GFP_KERNEL);
+            self.counters.count_tx(ret, len);
+            if first_err.is_ok() {
+                first_err = ret;
+            }
+        }
+        first_err
+    }
+}
+
+impl Drop for DeviceNet {
+    fn drop(&mut self) {
+        self.tunnel.handler().remove(&self.counters);
+    }
+}
+
+/// The data of a device's `xmit` debugfs file: how to find the device.
+struct XmitFile {
+    registry: Arc<Registry<MetaRoceDriver>>,
+    netdev: NetDeviceId,
+}
+
+/// Writing `DST_IP SRC_PORT COUNT [LEN]` to `/sys/kernel/debug/metaroce/DEV/xmit` sends
+/// COUNT test datagrams (see [`DeviceNet::xmit_test`]).
+fn xmit_write(file: &XmitFile, reader: &mut UserSliceReader) -> Result {
+    let mut buf = [0u8; 128];
+    let n = reader.len();
+    if n >= buf.len() {
+        return Err(EINVAL);
+    }
+    reader.read_slice(&mut buf[..n])?;
+    let text = core::str::from_utf8(&buf[..n]).map_err(|_| EINVAL)?;
+    let mut words = text.split_ascii_whitespace();
+    let dst = IpAddr::from_str(words.next().ok_or(EINVAL)?).map_err(|_| EINVAL)?;
+    let src_port: u16 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    let count: u32 = words.next().ok_or(EINVAL)?.parse().map_err(|_| EINVAL)?;
+    let len: usize = match words.next() {
+        Some(w) => w.parse().map_err(|_| EINVAL)?,
+        None => XMIT_DEFAULT_LEN,
+    };
+    if words.next().is_some() || src_port == 0 || count > XMIT_MAX_COUNT || len > XMIT_MAX_LEN {
+        return Err(EINVAL);
+    }
+    let dev = file.registry.get_by_netdev(file.netdev).ok_or(ENODEV)?;
+    let netdev = dev.netdev().ok_or(ENODEV)?;
+    dev.data()
+        .net()
+        .xmit_test(&netdev, dst, src_port, count, len)
+}

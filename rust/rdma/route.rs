@@ -1,0 +1,161 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Output route lookups for UDP datagrams (`ip_route_output_flow`,
+//! `ip6_dst_lookup_flow`), as rdma_rxe's `rxe_find_route4/6` do.
+//!
+//! C headers: [`include/net/route.h`](srctree/include/net/route.h),
+//! [`include/net/ip6_route.h`](srctree/include/net/ip6_route.h).
+
+use crate::bindings;
+use core::{
+    net::{Ipv4Addr, Ipv6Addr},
+    ptr::NonNull,
+};
+use kernel::{error::from_err_ptr, prelude::*};
+
+/// The UDP protocol number, for the flow key.
+const IPPROTO_UDP: u8 = bindings::IPPROTO_UDP as u8;
+
+/// A UDP flow to look a route up for: the ports take part in multipath hashing, so
+/// datagrams of different source ports may take different equal-cost routes.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Flow<A> {
+    /// Output interface index (the device's netdev).
+    pub(crate) oif: i32,
+    /// Source address; unspecified lets the route choose.
+    pub(crate) src: A,
+    pub(crate) dst: A,
+    pub(crate) src_port: u16,
+    pub(crate) dst_port: u16,
+}
+
+/// A held IPv4 route (`struct rtable`), released on drop.
+///
+/// # Invariants
+///
+/// `rt` is a live route on which this value owns one reference.
+pub(crate) struct Route4 {
+    rt: NonNull<bindings::rtable>,
+    /// The source address (chosen by the lookup when the flow's was unspecified).
+    pub(crate) src: Ipv4Addr,
+}
+
+impl Route4 {
+    /// Looks up the route of `flow`; fails with `EHOSTUNREACH` when there is none.
+    ///
+    /// # Safety
+    ///
+    /// `net` must be live for the call.
+    pub(crate) unsafe fn lookup(net: *mut bindings::net, flow: &Flow<Ipv4Addr>) -> Result<Self> {
+        let mut fl = bindings::flowi4::default();
+        fl.__fl_common.flowic_oif = flow.oif;
+        fl.__fl_common.flowic_proto = IPPROTO_UDP;
+        fl.saddr = u32::from(flow.src).to_be();
+        fl.daddr = u32::from(flow.dst).to_be();
+        fl.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
+            dport: flow.dst_port.to_be(),
+            sport: flow.src_port.to_be(),
+        };
+        // SAFETY: `net` is live (the function's contract); `fl` is a valid flow key.
+        let rt = unsafe { bindings::ip_route_output_flow(net, &mut fl, core::ptr::null()) };
+        let rt = from_err_ptr(rt).map_err(|_| EHOSTUNREACH)?;
+        let rt = NonNull::new(rt).ok_or(EHOSTUNREACH)?;
+        // INVARIANT: A successful lookup returns a held route.
+        Ok(Self {
+            rt,
+            src: Ipv4Addr::from(u32::from_be(fl.saddr)),
+        })
+    }
+
+    /// Returns the hop limit (TTL) the route asks for.
+    pub(crate) fn hop_limit(&self) -> u8 {
+        // SAFETY: The route is live (type invariant).
+        let ttl = unsafe { bindings::metaroce_ip4_dst_hoplimit(self.rt.as_ptr()) };
+        u8::try_from(ttl).unwrap_or(64)
+    }
+
+    /// Gives the reference up, e.g. to `udp_tunnel_xmit_skb`, which consumes it.
+    pub(crate) fn into_raw(self) -> *mut bindings::rtable {
+        let rt = self.rt.as_ptr();
+        core::mem::forget(self);
+        rt
+    }
+}
+
+impl Drop for Route4 {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference (type invariant).
+        unsafe { bindings::metaroce_ip_rt_put(self.rt.as_ptr()) };
+    }
+}
+
+/// A held IPv6 route (`struct dst_entry`), released on drop.
+///
+/// # Invariants
+///
+/// `dst` is a live route without error on which this value owns one reference.
+pub(crate) struct Route6 {
+    dst: NonNull<bindings::dst_entry>,
+    /// The source address (chosen by the lookup when the flow's was unspecified).
+    pub(crate) src: Ipv6Addr,
+}
+
+impl Route6 {
+    /// Looks up the route of `flow`; fails with `EHOSTUNREACH` when there is none.
+    ///
+    /// # Safety
+    ///
+    /// `net` must be live for the call and `sk` NULL or a socket of `net`.
+    pub(crate) unsafe fn lookup(
+        net: *mut bindings::net,
+        sk: *const bindings::sock,
+        flow: &Flow<Ipv6Addr>,
+    ) -> Result<Self> {
+        let mut fl6 = bindings::flowi6::default();
+        fl6.__fl_common.flowic_oif = flow.oif;
+        fl6.__fl_common.flowic_proto = IPPROTO_UDP;
+        fl6.saddr.in6_u.u6_addr8 = flow.src.octets();
+        fl6.daddr.in6_u.u6_addr8 = flow.dst.octets();
+        fl6.uli.ports = bindings::flowi_uli__bindgen_ty_1 {
+            dport: flow.dst_port.to_be(),
+            sport: flow.src_port.to_be(),
+        };
+        // SAFETY: `net` and `sk` per the function's contract; `fl6` is a valid flow key.
+        let dst = unsafe { bindings::metaroce_ip6_dst_lookup_flow(net, sk, &mut fl6) };
+        let dst = from_err_ptr(dst).map_err(|_| EHOSTUNREACH)?;
+        let dst = NonNull::new(dst).ok_or(EHOSTUNREACH)?;
+        // SAFETY: A successful lookup returns a held route; the lookup wrote `saddr`.
+        let (error, src) = unsafe { ((*dst.as_ptr()).error, fl6.saddr.in6_u.u6_addr8) };
+        if error != 0 {
+            // SAFETY: We own the reference and drop it.
+            unsafe { bindings::dst_release(dst.as_ptr()) };
+            return Err(EHOSTUNREACH);
+        }
+        // INVARIANT: Held and without error.
+        Ok(Self {
+            dst,
+            src: Ipv6Addr::from(src),
+        })
+    }
+
+    /// Returns the hop limit the route asks for.
+    pub(crate) fn hop_limit(&self) -> u8 {
+        // SAFETY: The route is live (type invariant).
+        let hl = unsafe { bindings::ip6_dst_hoplimit(self.dst.as_ptr()) };
+        u8::try_from(hl).unwrap_or(64)
+    }
+
+    /// Gives the reference up, e.g. to `udp_tunnel6_xmit_skb`, which consumes it.
+    pub(crate) fn into_raw(self) -> *mut bindings::dst_entry {
+        let dst = self.dst.as_ptr();
+        core::mem::forget(self);
+        dst
+    }
+}
+
+impl Drop for Route6 {
+    fn drop(&mut self) {
+        // SAFETY: We own one reference (type invariant).
+        unsafe { bindings::dst_release(self.dst.as_ptr()) };
+    }
+}

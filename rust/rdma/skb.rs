@@ -1,0 +1,195 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Socket buffers (`struct sk_buff`): an owned, always linear packet buffer.
+//!
+//! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h).
+//!
+//! A [`SkBuff`] is built for transmission (allocated with headroom for the headers the
+//! stack pushes in front of the payload, then filled with [`SkBuff::put`] or
+//! [`SkBuff::append`]) or comes from the receive path (see
+//! [`udp::Received::into_owned`](crate::udp::Received::into_owned)). Either way its bytes
+//! are [`SkBuff::data`]: the buffer never has paged fragments.
+
+use crate::{bindings, netdev::NetDevice};
+use core::ptr::NonNull;
+use kernel::{alloc::Flags, prelude::*};
+
+/// Bytes the UDP tunnel pushes in front of a payload, for the larger IP version: an
+/// IPv6 header (40) and a UDP header (8). The link-layer header comes on top.
+pub const UDP_TUNNEL_HEADROOM: usize = 40 + 8;
+
+/// An owned socket buffer whose data is linear.
+///
+/// # Invariants
+///
+/// `self.0` points to a live `sk_buff` of which this value owns one reference (it was
+/// never shared with the stack), whose data is linear (`data_len == 0`) and whose `dev`
+/// is not dereferenced through this type.
+pub struct SkBuff(NonNull<bindings::sk_buff>);
+
+// SAFETY: An skb that no one else references may be used and freed on any CPU.
+unsafe impl Send for SkBuff {}
+// SAFETY: `&SkBuff` only gives read access to the bytes and lengths.
+unsafe impl Sync for SkBuff {}
+
+impl SkBuff {
+    /// Allocates a buffer with `headroom` bytes reserved in front and room for `len`
+    /// bytes of data.
+    pub fn alloc(headroom: usize, len: usize, flags: Flags) -> Result<Self> {
+        let size = headroom.checked_add(len).ok_or(EINVAL)?;
+        let size = u32::try_from(size).map_err(|_| EINVAL)?;
+        let reserve = i32::try_from(headroom).map_err(|_| EINVAL)?;
+        // SAFETY: Plain allocation; `gfp` is one of the kernel's allocation modes.
+        let skb = unsafe { bindings::metaroce_alloc_skb(size, gfp(flags)) };
+        let skb = NonNull::new(skb).ok_or(ENOMEM)?;
+        // SAFETY: The fresh buffer has `size >= headroom` bytes of tailroom and no data.
+        unsafe { bindings::metaroce_skb_reserve(skb.as_ptr(), reserve) };
+        // INVARIANT: A fresh skb is ours alone and linear.
+        Ok(Self(skb))
+    }
+
+    /// Allocates a buffer for a UDP tunnel payload of up to `len` bytes sent through
+    /// `netdev`: the headroom covers its link-layer header plus
+    /// [`UDP_TUNNEL_HEADROOM`].
+    pub fn alloc_for_udp(netdev: &NetDevice, len: usize, flags: Flags) -> Result<Self> {
+        // SAFETY: `netdev` is live (type invariant of `NetDevice`).
+        let ll = unsafe { bindings::metaroce_ll_reserved_space(netdev.as_raw()) } as usize;
+        Self::alloc(ll + UDP_TUNNEL_HEADROOM, len, flags)
+    }
+
+    /// Takes ownership of a linear skb.
+    ///
+    /// # Safety
+    ///
+    /// `skb` must be a live `sk_buff` with linear data whose reference the caller hands
+    /// over, and no one may use it through another pointer afterwards.
+    pub(crate) unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
+        // INVARIANT: Per the function's contract.
+        Self(skb)
+    }
+
+    /// Gives up ownership, e.g. to hand the buffer to the network stack.
+    pub(crate) fn into_raw(self) -> NonNull<bindings::sk_buff> {
+        let skb = self.0;
+        core::mem::forget(self);
+        skb
+    }
+
+    pub(crate) fn as_raw(&self) -> *mut bindings::sk_buff {
+        self.0.as_ptr()
+    }
+
+    /// Returns the number of data bytes.
+    pub fn len(&self) -> usize {
+        // SAFETY: The skb is live (type invariant); `len` is only changed through `self`.
+        unsafe { (*self.as_raw()).len as usize }
+    }
+
+    /// Returns `true` when the buffer holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Returns the free space in front of the data.
+    pub fn headroom(&self) -> usize {
+        // SAFETY: The skb is live.
+        unsafe { bindings::metaroce_skb_headroom(self.as_raw()) as usize }
+    }
+
+    /// Returns the free space after the data.
+    pub fn tailroom(&self) -> usize {
+        // SAFETY: The skb is live.
+        let room = unsafe { bindings::metaroce_skb_tailroom(self.as_raw()) };
+        usize::try_from(room).unwrap_or(0)
+    }
+
+    /// Returns the data.
+    pub fn data(&self) -> &[u8] {
+        // SAFETY: The skb is live and linear (type invariant), so `len` bytes from
+        // `data` are initialised and owned by this buffer; they change only through
+        // `&mut self`.
+        unsafe {
+            let skb = &*self.as_raw();
+            if skb.len == 0 {
+                return &[];
+            }
+            core::slice::from_raw_parts(skb.data, skb.len as usize)
+        }
+    }
+
+    /// Returns the data, writable.
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        // SAFETY: As in `data`; `&mut self` makes the access exclusive.
+        unsafe {
+            let skb = &*self.as_raw();
+            if skb.len == 0 {
+                return &mut [];
+            }
+            core::slice::from_raw_parts_mut(skb.data, skb.len as usize)
+        }
+    }
+
+    /// Extends the data by `len` zeroed bytes at the end and returns them.
+    ///
+    /// Fails with `ENOSPC` when the tailroom is too small.
+    pub fn put(&mut self, len: usize) -> Result<&mut [u8]> {
+        if len > self.tailroom() {
+            return Err(ENOSPC);
+        }
+        let n = u32::try_from(len).map_err(|_| ENOSPC)?;
+        // SAFETY: The skb is linear and has `len` bytes of tailroom, so `skb_put` does
+        // not overrun (it would panic otherwise) and returns the start of the new area.
+        let p = unsafe { bindings::skb_put(self.as_raw(), n) }.cast::<u8>();
+        if len == 0 {
+            return Ok(&mut []);
+        }
+        // SAFETY: `p` points to `len` bytes of this buffer, now part of its data and
+        // borrowed exclusively through `&mut self`.
+        let area = unsafe { core::slice::from_raw_parts_mut(p, len) };
+        area.fill(0);
+        Ok(area)
+    }
+
+    /// Appends `bytes` at the end of the data.
+    pub fn append(&mut self, bytes: &[u8]) -> Result {
+        self.put(bytes.len())?.copy_from_slice(bytes);
+        Ok(())
+    }
+
+    /// Removes `len` bytes from the front of the data.
+    pub fn pull(&mut self, len: usize) -> Result {
+        if len > self.len() {
+            return Err(EINVAL);
+        }
+        // SAFETY: The skb is linear and holds at least `len` bytes.
+        unsafe { bindings::skb_pull(self.as_raw(), len as u32) };
+        Ok(())
+    }
+
+    /// Frees the buffer as a drop (visible to drop monitors), rather than as consumed.
+    pub fn discard(self) {
+        let skb = self.into_raw();
+        // SAFETY: We owned the only reference.
+        unsafe { bindings::metaroce_kfree_skb(skb.as_ptr()) };
+    }
+}
+
+impl Drop for SkBuff {
+    fn drop(&mut self) {
+        // SAFETY: We own the reference (type invariant); the buffer was used as intended.
+        unsafe { bindings::metaroce_consume_skb(self.as_raw()) };
+    }
+}
+
+/// The C allocation mode for `flags`: exactly the kernel's `GFP_KERNEL` or
+/// `GFP_NOWAIT`, otherwise `GFP_ATOMIC`, which is valid in every context.
+fn gfp(flags: Flags) -> bindings::gfp_t {
+    use kernel::alloc::flags::{GFP_KERNEL, GFP_NOWAIT};
+    if flags == GFP_KERNEL {
+        kernel::bindings::GFP_KERNEL
+    } else if flags == GFP_NOWAIT {
+        kernel::bindings::GFP_NOWAIT
+    } else {
+        kernel::bindings::GFP_ATOMIC
+    }
+}

@@ -1,0 +1,836 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! UDP tunnel sockets: one kernel UDP socket per network namespace and address family,
+//! bound to one port, delivering every datagram to a handler.
+//!
+//! C header: [`include/net/udp_tunnel.h`](srctree/include/net/udp_tunnel.h).
+//!
+//! A driver creates one [`UdpTunnels`] registry for its port and calls
+//! [`UdpTunnels::open`] for each device: the first device in a namespace creates the
+//! namespace's sockets (IPv4 and, when the namespace has IPv6, IPv6), later devices
+//! share them, and dropping the last [`TunnelRef`] closes them. When a namespace is
+//! dismantled while devices still hold references, its sockets are closed anyway (a
+//! kernel socket does not keep its namespace alive); the remaining references then
+//! fail to send with `ENETDOWN`.
+//!
+//! Received datagrams go to [`DatagramHandler::on_datagram`] as a [`Received`], in
+//! softirq context. Transmission: [`UdpTunnel::send`].
+
+use crate::{
+    bindings,
+    netdev::{NetDevice, NetDeviceId},
+    route::{Flow, Route4, Route6},
+    skb::{SkBuff, UDP_TUNNEL_HEADROOM},
+};
+use core::{
+    marker::{PhantomData, PhantomPinned},
+    net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
+    ops::Deref,
+    ptr::{self, NonNull},
+    sync::atomic::{AtomicPtr, Ordering},
+};
+use kernel::{
+    alloc::Flags,
+    error::to_result,
+    new_mutex,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        rcu, Arc, Mutex,
+    },
+    types::Opaque,
+};
+
+/// The UDP encapsulation type given to the socket (as rdma_rxe uses): any non-zero
+/// value makes UDP hand datagrams to the callback instead of the socket's queue.
+const ENCAP_TYPE: u8 = 1;
+
+/// Length of a UDP header.
+const UDP_HLEN: usize = 8;
+
+/// The IPv4 "don't fragment" flag, in network byte order.
+const IP_DF: u16 = (bindings::IP_DF as u16).to_be();
+
+/// An ECN codepoint (RFC 3168): the two low bits of the IPv4 TOS byte or of the IPv6
+/// traffic class.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u8)]
+pub enum Ecn {
+    /// Not ECN-capable transport.
+    NotEct = 0,
+    /// ECN-capable transport, codepoint 1.
+    Ect1 = 1,
+    /// ECN-capable transport, codepoint 0: what MetaRoCE sends.
+    Ect0 = 2,
+    /// Congestion experienced.
+    Ce = 3,
+}
+
+impl Ecn {
+    /// Returns the codepoint in the two low bits of `tos`.
+    pub fn from_tos(tos: u8) -> Self {
+        match tos & 3 {
+            0 => Self::NotEct,
+            1 => Self::Ect1,
+            2 => Self::Ect0,
+            _ => Self::Ce,
+        }
+    }
+}
+
+/// Where and how to send a datagram.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Destination {
+    /// Source address; unspecified (`0.0.0.0` or `::`) lets the route choose.
+    pub src: IpAddr,
+    /// Destination address, of the same family as `src`.
+    pub dst: IpAddr,
+    /// UDP source port: the path of a connection.
+    pub src_port: u16,
+    /// UDP destination port.
+    pub dst_port: u16,
+    /// ECN codepoint of the IP header (MetaRoCE sends [`Ecn::Ect0`]).
+    pub ecn: Ecn,
+}
+
+/// Addresses, ports and ECN codepoint of a received datagram, from its IP and UDP
+/// headers.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct DatagramInfo {
+    /// Source address and UDP port.
+    pub src: SocketAddr,
+    /// Destination address and UDP port.
+    pub dst: SocketAddr,
+    /// ECN codepoint of the IP header.
+    pub ecn: Ecn,
+}
+
+impl DatagramInfo {
+    /// Parses the IP header `ip` (from the network header up to the UDP header) and the
+    /// UDP header at the start of `udp`. Returns `None` for anything malformed.
+    fn parse(ip: &[u8], udp: &[u8]) -> Option<Self> {
+        let sport = u16::from_be_bytes([*udp.first()?, *udp.get(1)?]);
+        let dport = u16::from_be_bytes([*udp.get(2)?, *udp.get(3)?]);
+        let (src, dst, ecn): (IpAddr, IpAddr, u8) = match ip.first()? >> 4 {
+            4 if ip.len() >= 20 => {
+                let s: [u8; 4] = ip[12..16].try_into().ok()?;
+                let d: [u8; 4] = ip[16..20].try_into().ok()?;
+                (Ipv4Addr::from(s).into(), Ipv4Addr::from(d).into(), ip[1])
+            }
+            6 if ip.len() >= 40 => {
+                let s: [u8; 16] = ip[8..24].try_into().ok()?;
+                let d: [u8; 16] = ip[24..40].try_into().ok()?;
+                (
+                    Ipv6Addr::from(s).into(),
+                    Ipv6Addr::from(d).into(),
+                    ip[1] >> 4,
+                )
+            }
+            _ => return None,
+        };
+        Some(Self {
+            src: SocketAddr::new(src, sport),
+            dst: SocketAddr::new(dst, dport),
+            ecn: Ecn::from_tos(ecn),
+        })
+    }
+}
+
+/// Receives the datagrams of the tunnel sockets.
+pub trait DatagramHandler: Send + Sync + 'static {
+    /// Called for every well-formed datagram that arrives on the tunnel's port in any
+    /// namespace where the tunnel is open.
+    ///
+    /// Runs in softirq context under the RCU read lock: it must not sleep (no mutexes,
+    /// no `GFP_KERNEL`), and should do little more than find the receiver and queue the
+    /// datagram for it ([`Received::into_owned`] keeps the buffer without copying).
+    /// Dropping `rx` frees the buffer.
+    fn on_datagram(&self, rx: Received<'_>);
+}
+
+/// A datagram being received, owned by the handler for the duration of
+/// [`DatagramHandler::on_datagram`].
+pub struct Received<'a> {
+    /// The datagram; its data is the UDP payload.
+    skb: SkBuff,
+    info: DatagramInfo,
+    netdev: &'a NetDevice,
+    /// The tunnel's count of datagrams no one claimed.
+    unclaimed: &'a Atomic<u64>,
+}
+
+impl<'a> Received<'a> {
+    /// Returns the netdev the datagram came in on (`lo` for local traffic).
+    pub fn netdev(&self) -> &'a NetDevice {
+        self.netdev
+    }
+
+    /// Returns the addresses, ports and ECN codepoint.
+    pub fn info(&self) -> &DatagramInfo {
+        &self.info
+    }
+
+    /// Returns the UDP payload.
+    pub fn payload(&self) -> &[u8] {
+        self.skb.data()
+    }
+
+    /// Keeps the datagram beyond the callback, e.g. to queue it for a work item.
+    pub fn into_owned(self) -> OwnedDatagram {
+        // SAFETY: The skb is ours. Its route may be a reference the receive path does
+        // not hold beyond the RCU section (`skb_dst_set_noref`); it is not needed any
+        // more, so drop it before the buffer outlives the section.
+        unsafe { bindings::metaroce_skb_dst_drop(self.skb.as_raw()) };
+        OwnedDatagram {
+            netdev: self.netdev.id(),
+            info: self.info,
+            skb: self.skb,
+        }
+    }
+
+    /// Frees the datagram as a drop, visible to drop monitors.
+    pub fn discard(self) {
+        self.skb.discard();
+    }
+
+    /// Drops a datagram for which there is no receiver (e.g. no device on its netdev),
+    /// counting it in [`TunnelStats::rx_unclaimed`] of its namespace.
+    pub fn discard_unclaimed(self) {
+        self.unclaimed.fetch_add(1, Relaxed);
+        self.skb.discard();
+    }
+}
+
+/// A received datagram kept beyond the receive callback.
+pub struct OwnedDatagram {
+    skb: SkBuff,
+    info: DatagramInfo,
+    netdev: NetDeviceId,
+}
+
+impl OwnedDatagram {
+    /// Returns the identity of the netdev it came in on.
+    pub fn netdev_id(&self) -> NetDeviceId {
+        self.netdev
+    }
+
+    /// Returns the addresses, ports and ECN codepoint.
+    pub fn info(&self) -> &DatagramInfo {
+        &self.info
+    }
+
+    /// Returns the UDP payload.
+    pub fn payload(&self) -> &[u8] {
+        self.skb.data()
+    }
+
+    /// Returns the buffer, whose data is the UDP payload.
+    pub fn into_skb(self) -> SkBuff {
+        self.skb
+    }
+}
+
+/// Counters of one namespace's tunnel for events that belong to no device.
+#[derive(Clone, Copy, Default, Debug)]
+pub struct TunnelStats {
+    /// Datagrams dropped before the handler: not linearisable or bad headers.
+    pub rx_malformed: u64,
+    /// Datagrams the handler found no receiver for ([`Received::discard_unclaimed`]).
+    pub rx_unclaimed: u64,
+    /// Transmissions that found no route.
+    pub tx_no_route: u64,
+    /// Transmissions refused for another reason (closed tunnel, bad arguments, no
+    /// headroom, no memory).
+    pub tx_errors: u64,
+}
+
+/// The tunnel sockets of one network namespace.
+///
+/// # Invariants
+///
+/// - `sk4` and `sk6` are NULL or UDP tunnel sockets of namespace `net` set up with this
+///   tunnel as their user data; they are cleared, then released after an RCU grace
+///   period, in [`UdpTunnel::close`], which runs before `net` is freed.
+/// - While a socket pointer read under the RCU read lock is non-NULL, `net` is live.
+pub struct UdpTunnel<H: DatagramHandler> {
+    net: *mut bindings::net,
+    sk4: AtomicPtr<bindings::sock>,
+    sk6: AtomicPtr<bindings::sock>,
+    handler: Arc<H>,
+    rx_malformed: Atomic<u64>,
+    rx_unclaimed: Atomic<u64>,
+    tx_no_route: Atomic<u64>,
+    tx_errors: Atomic<u64>,
+}
+
+// SAFETY: `net` is an identity and, per the invariants, only dereferenced while live;
+// the sockets are used under RCU from any context; `H` is `Send + Sync`.
+unsafe impl<H: DatagramHandler> Send for UdpTunnel<H> {}
+// SAFETY: As above; all mutable state is atomic.
+unsafe impl<H: DatagramHandler> Sync for UdpTunnel<H> {}
+
+impl<H: DatagramHandler> UdpTunnel<H> {
+    fn new(net: *mut bindings::net, handler: Arc<H>) -> Self {
+        Self {
+            net,
+            sk4: AtomicPtr::new(ptr::null_mut()),
+            sk6: AtomicPtr::new(ptr::null_mut()),
+            handler,
+            rx_malformed: Atomic::new(0),
+            rx_unclaimed: Atomic::new(0),
+            tx_no_route: Atomic::new(0),
+            tx_errors: Atomic::new(0),
+        }
+    }
+
+    /// Returns the handler of received datagrams.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// Returns `true` while the sockets are open.
+    pub fn is_open(&self) -> bool {
+        !self.sk4.load(Ordering::Relaxed).is_null()
+    }
+
+    /// Returns a snapshot of the counters.
+    pub fn stats(&self) -> TunnelStats {
+        TunnelStats {
+            rx_malformed: self.rx_malformed.load(Relaxed),
+            rx_unclaimed: self.rx_unclaimed.load(Relaxed),
+            tx_no_route: self.tx_no_route.load(Relaxed),
+            tx_errors: self.tx_errors.load(Relaxed),
+        }
+    }
+
+    /// Sends `payload` as one UDP datagram to `to`, through `netdev` (which must be in the
+    /// tunnel's namespace), with the route's hop limit, the ECN codepoint of `to`, and
+    /// for IPv4 the "don't fragment" flag. The caller sizes payloads to the path MTU.
+    ///
+    /// `payload` needs [`UDP_TUNNEL_HEADROOM`] bytes of headroom
+    /// ([`SkBuff::alloc_for_udp`] reserves it). Any context, including softirq; the
+    /// buffer is consumed either way. Errors (also counted in [`UdpTunnel::stats`]):
+    /// `EHOSTUNREACH` (no route), `ENETDOWN` (the tunnel is closed, or has no IPv6),
+    /// `EINVAL` (mixed address families, too little headroom, `netdev` in another
+    /// namespace). Once the datagram is handed to IP, later drops (queue full, neighbour
+    /// unresolved) are not reported, as for any UDP socket.
+    pub fn send(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff) -> Result {
+        let ret = self.try_send(netdev, to, payload);
+        match ret {
+            Ok(()) => {}
+            Err(e) if e == EHOSTUNREACH => {
+                self.tx_no_route.fetch_add(1, Relaxed);
+            }
+            Err(_) => {
+                self.tx_errors.fetch_add(1, Relaxed);
+            }
+        }
+        ret
+    }
+
+    /// Copies `bytes` into a new buffer and sends it as [`UdpTunnel::send`] does.
+    pub fn send_slice(
+        &self,
+        netdev: &NetDevice,
+        to: &Destination,
+        bytes: &[u8],
+        flags: Flags,
+    ) -> Result {
+        let mut skb = SkBuff::alloc_for_udp(netdev, bytes.len(), flags).inspect_err(|_| {
+            self.tx_errors.fetch_add(1, Relaxed);
+        })?;
+        skb.append(bytes)?;
+        self.send(netdev, to, skb)
+    }
+
+    fn try_send(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff) -> Result {
+        if payload.headroom() < UDP_TUNNEL_HEADROOM {
+            payload.discard();
+            return Err(EINVAL);
+        }
+        // SAFETY: `netdev` is live (type invariant of `NetDevice`).
+        if unsafe { bindings::metaroce_dev_net(netdev.as_raw()) } != self.net {
+            payload.discard();
+            return Err(EINVAL);
+        }
+        let _bh = BhDisabled::new();
+        let _rcu = rcu::read_lock();
+        let tos = to.ecn as u8;
+        let (sport, dport) = (to.src_port.to_be(), to.dst_port.to_be());
+        match (to.src, to.dst) {
+            (IpAddr::V4(src), IpAddr::V4(dst)) => {
+                let sk = self.sk4.load(Ordering::Acquire);
+                if sk.is_null() {
+                    payload.discard();
+                    return Err(ENETDOWN);
+                }
+                let flow = Flow {
+                    oif: netdev.ifindex(),
+                    src,
+                    dst,
+                    src_port: to.src_port,
+                    dst_port: to.dst_port,
+                };
+                // SAFETY: The socket is open under the RCU read lock, so `net` is live
+                // (type invariant).
+                let rt = match unsafe { Route4::lookup(self.net, &flow) } {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        payload.discard();
+                        return Err(e);
+                    }
+                };
+                let (ttl, src) = (rt.hop_limit(), u32::from(rt.src).to_be());
+                // SAFETY: `sk` is our open socket (it is released only a grace period
+                // after being cleared); the route reference and the skb, with enough
+                // headroom for the UDP and IP headers, are handed over. BH is disabled
+                // as the transmit path requires.
+                unsafe {
+                    bindings::udp_tunnel_xmit_skb(
+                        rt.into_raw(),
+                        sk,
+                        payload.into_raw().as_ptr(),
+                        src,
+                        u32::from(dst).to_be(),
+                        tos,
+                        ttl,
+                        IP_DF,
+                        sport,
+                        dport,
+                        false,
+                        false,
+                        0,
+                    )
+                };
+                Ok(())
+            }
+            (IpAddr::V6(src), IpAddr::V6(dst)) => {
+                let sk = self.sk6.load(Ordering::Acquire);
+                if sk.is_null() {
+                    payload.discard();
+                    return Err(ENETDOWN);
+                }
+                let flow = Flow {
+                    oif: netdev.ifindex(),
+                    src,
+                    dst,
+                    src_port: to.src_port,
+                    dst_port: to.dst_port,
+                };
+                // SAFETY: As for IPv4; `sk` is a socket of `net`.
+                let rt = match unsafe { Route6::lookup(self.net, sk, &flow) } {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        payload.discard();
+                        return Err(e);
+                    }
+                };
+                let ttl = rt.hop_limit();
+                let mut saddr = bindings::in6_addr::default();
+                saddr.in6_u.u6_addr8 = rt.src.octets();
+                let mut daddr = bindings::in6_addr::default();
+                daddr.in6_u.u6_addr8 = dst.octets();
+                // SAFETY: As for IPv4. With a NULL device no tunnel device statistics
+                // are updated.
+                unsafe {
+                    bindings::udp_tunnel6_xmit_skb(
+                        rt.into_raw(),
+                        sk,
+                        payload.into_raw().as_ptr(),
+                        ptr::null_mut(),
+                        &saddr,
+                        &daddr,
+                        tos,
+                        ttl,
+                        0,
+                        sport,
+                        dport,
+                        false,
+                        0,
+                    )
+                };
+                Ok(())
+            }
+            _ => {
+                payload.discard();
+                Err(EINVAL)
+            }
+        }
+    }
+
+    /// Creates the sockets bound to `port` on every address of the namespace.
+    ///
+    /// `self` must stay at its address until [`UdpTunnel::close`] has returned: the
+    /// sockets point to it.
+    fn open_sockets(&self, port: u16) -> Result {
+        let sk4 = self.create_socket(bindings::AF_INET, port)?;
+        self.sk4.store(sk4, Ordering::Release);
+        match self.create_socket(bindings::AF_INET6, port) {
+            Ok(sk6) => self.sk6.store(sk6, Ordering::Release),
+            // The namespace has no IPv6 (e.g. `ipv6.disable=1`): IPv4 only.
+            Err(e) if e == EAFNOSUPPORT => {}
+            Err(e) => {
+                self.close();
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    fn create_socket(&self, family: u32, port: u16) -> Result<*mut bindings::sock> {
+        let mut cfg = bindings::udp_port_cfg {
+            family: family as u8,
+            local_udp_port: port.to_be(),
+            ..Default::default()
+        };
+        if family == bindings::AF_INET6 {
+            cfg.set_ipv6_v6only(1);
+        }
+        let mut sock: *mut bindings::socket = ptr::null_mut();
+        // SAFETY: `net` is live (the caller holds a netdev of it, see `UdpTunnels::open`);
+        // `cfg` and `sock` are valid for the call.
+        to_result(unsafe {
+            if family == bindings::AF_INET {
+                bindings::udp_sock_create4(self.net, &mut cfg, &mut sock)
+            } else {
+                bindings::udp_sock_create6(self.net, &mut cfg, &mut sock)
+            }
+        })?;
+        // SAFETY: On success `sock` is a live socket we own, with its `sk`.
+        let sk = unsafe { (*sock).sk };
+        let mut tnl = bindings::udp_tunnel_sock_cfg {
+            sk_user_data: ptr::from_ref(self).cast_mut().cast(),
+            encap_type: ENCAP_TYPE,
+            encap_rcv: Some(Self::encap_rcv),
+            ..Default::default()
+        };
+        // SAFETY: `sk` is our fresh UDP socket of `net`. The user data is `self`, which
+        // outlives the socket (see `open_sockets` and `close`).
+        unsafe { bindings::setup_udp_tunnel_sock(self.net, sk, &mut tnl) };
+        Ok(sk)
+    }
+
+    /// Closes the sockets; afterwards no callback runs for them and sends fail.
+    ///
+    /// Process context; it waits for two RCU grace periods.
+    fn close(&self) {
+        let sk4 = self.sk4.swap(ptr::null_mut(), Ordering::AcqRel);
+        let sk6 = self.sk6.swap(ptr::null_mut(), Ordering::AcqRel);
+        if sk4.is_null() && sk6.is_null() {
+            return;
+        }
+        // Senders read the pointers under the RCU read lock: after this none uses them.
+        rcu::synchronize_rcu();
+        for sk in [sk4, sk6] {
+            if !sk.is_null() {
+                // SAFETY: `sk` is one of our tunnel sockets, no longer reachable for
+                // senders; this clears its user data, unhashes and releases it.
+                unsafe { bindings::udp_tunnel_sock_release(sk) };
+            }
+        }
+        // Receive callbacks run under the RCU read lock and may have read the user data
+        // before it was cleared: after this none holds a reference to `self`.
+        rcu::synchronize_rcu();
+    }
+
+    /// The socket's `encap_rcv`: builds a [`Received`] and hands it to the handler.
+    ///
+    /// # Safety
+    ///
+    /// Called by UDP, in softirq context under the RCU read lock, for one of our sockets,
+    /// with an skb whose reference it hands over and whose data starts at the UDP header
+    /// (already checksum-verified).
+    unsafe extern "C" fn encap_rcv(
+        sk: *mut bindings::sock,
+        skb: *mut bindings::sk_buff,
+    ) -> kernel::ffi::c_int {
+        // SAFETY: `sk` is live for the call; its user data is NULL or a `UdpTunnel<H>`
+        // that stays live until a grace period after it is cleared (`close`).
+        let this = unsafe { bindings::metaroce_rcu_dereference_sk_user_data(sk) }
+            .cast::<Self>()
+            .cast_const();
+        // SAFETY: Per the function's contract the skb reference is ours.
+        if this.is_null() || unsafe { bindings::metaroce_skb_linearize(skb) } != 0 {
+            if !this.is_null() {
+                // SAFETY: Non-NULL user data is a live tunnel (above).
+                unsafe { &*this }.rx_malformed.fetch_add(1, Relaxed);
+            }
+            // SAFETY: The skb is ours and not used afterwards.
+            unsafe { bindings::metaroce_kfree_skb(skb) };
+            return 0;
+        }
+        // SAFETY: As above.
+        let this = unsafe { &*this };
+        // SAFETY: The skb is ours, live (UDP passes a valid skb), and linear from here on.
+        let skb = unsafe { SkBuff::from_raw(NonNull::new_unchecked(skb)) };
+        match this.receive(skb) {
+            Ok(()) => {}
+            Err(skb) => {
+                this.rx_malformed.fetch_add(1, Relaxed);
+                skb.discard();
+            }
+        }
+        0
+    }
+
+    /// Parses the headers of `skb` (data at the UDP header) and calls the handler, or
+    /// returns the buffer when it is malformed.
+    fn receive(&self, mut skb: SkBuff) -> core::result::Result<(), SkBuff> {
+        // SAFETY: The skb is live; the network header offset was set by the IP layer.
+        let nh = unsafe { bindings::metaroce_skb_network_header(skb.as_raw()) };
+        let data = skb.data().as_ptr();
+        // The IP header lies between the network header and the UDP header, both inside
+        // the linear buffer, the network header first.
+        let ip_len = (data as usize).wrapping_sub(nh as usize);
+        if nh.is_null() || ip_len == 0 || ip_len > skb.headroom() {
+            return Err(skb);
+        }
+        // SAFETY: `[nh, data)` is within the buffer's head room (checked just above:
+        // `data - headroom` is the buffer's head) and holds the received IP header.
+        let ip = unsafe { core::slice::from_raw_parts(nh.cast_const(), ip_len) };
+        let Some(info) = DatagramInfo::parse(ip, skb.data()) else {
+            return Err(skb);
+        };
+        // SAFETY: The skb is live; `dev` is set on received packets.
+        let dev = unsafe { bindings::metaroce_skb_dev(skb.as_raw()) };
+        if dev.is_null() || skb.pull(UDP_HLEN).is_err() {
+            return Err(skb);
+        }
+        // SAFETY: The receive path holds the ingress device for the duration of the
+        // softirq that runs this callback.
+        let netdev = unsafe { NetDevice::from_raw(dev) };
+        self.handler.on_datagram(Received {
+            skb,
+            info,
+            netdev,
+            unclaimed: &self.rx_unclaimed,
+        });
+        Ok(())
+    }
+}
+
+impl<H: DatagramHandler> Drop for UdpTunnel<H> {
+    fn drop(&mut self) {
+        // Normally closed already, by the last `TunnelRef` or the namespace's exit.
+        self.close();
+    }
+}
+
+/// Bottom halves disabled on this CPU for the guard's lifetime: the IP tunnel transmit
+/// path counts its recursion per CPU and expects it.
+struct BhDisabled(PhantomData<*mut ()>);
+
+impl BhDisabled {
+    fn new() -> Self {
+        // SAFETY: Always allowed; re-enabled in `drop` on the same CPU (the guard is
+        // neither `Send` nor `Sync`, and disabled BH pins the task to the CPU).
+        unsafe { bindings::metaroce_local_bh_disable() };
+        Self(PhantomData)
+    }
+}
+
+impl Drop for BhDisabled {
+    fn drop(&mut self) {
+        // SAFETY: Disabled in `new`.
+        unsafe { bindings::metaroce_local_bh_enable() };
+    }
+}
+
+/// The registry's entry for one namespace.
+struct Entry<H: DatagramHandler> {
+    tunnel: Arc<UdpTunnel<H>>,
+    users: usize,
+}
+
+/// The registry whose `pernet_operations` are registered, for the `exit` callback
+/// (which has no context argument).
+///
+/// # Invariants
+///
+/// Non-NULL exactly while a [`UdpTunnels`] has its pernet operations registered; it
+/// then points to it.
+static PERNET_OWNER: AtomicPtr<kernel::ffi::c_void> = AtomicPtr::new(ptr::null_mut());
+
+/// The tunnel sockets of a driver on one UDP port, one [`UdpTunnel`] per network
+/// namespace, reference-counted by [`TunnelRef`]s.
+///
+/// Only one may exist at a time in a module.
+#[pin_data(PinnedDrop)]
+pub struct UdpTunnels<H: DatagramHandler> {
+    #[pin]
+    tunnels: Mutex<KVec<Entry<H>>>,
+    #[pin]
+    pernet: Opaque<bindings::pernet_operations>,
+    handler: Arc<H>,
+    port: u16,
+    #[pin]
+    _pin: PhantomPinned,
+}
+
+// SAFETY: `pernet` is only touched by the namespace core under its own lock; the rest
+// is `Send + Sync`.
+unsafe impl<H: DatagramHandler> Send for UdpTunnels<H> {}
+// SAFETY: As above.
+unsafe impl<H: DatagramHandler> Sync for UdpTunnels<H> {}
+
+impl<H: DatagramHandler> UdpTunnels<H> {
+    /// Creates the registry for UDP `port`, whose datagrams go to `handler`. No socket
+    /// exists until the first [`UdpTunnels::open`].
+    pub fn new(port: u16, handler: Arc<H>) -> Result<Arc<Self>> {
+        Arc::pin_init(
+            try_pin_init!(Self {
+                tunnels <- new_mutex!(KVec::new()),
+                pernet <- Opaque::ffi_init(|ops: *mut bindings::pernet_operations| {
+                    // SAFETY: `ops` is valid for writes.
+                    unsafe {
+                        ops.write(bindings::pernet_operations {
+                            exit: Some(Self::pernet_exit),
+                            ..Default::default()
+                        })
+                    };
+                }),
+                handler,
+                port,
+                _pin: PhantomPinned,
+            })
+            .pin_chain(|this| {
+                let me = ptr::from_ref(&*this).cast_mut().cast();
+                PERNET_OWNER
+                    .compare_exchange(ptr::null_mut(), me, Ordering::AcqRel, Ordering::Acquire)
+                    .map_err(|_| EBUSY)?;
+                // SAFETY: `pernet` is pinned and initialised; it is unregistered in
+                // `drop` (which checks `PERNET_OWNER`) before it is freed.
+                let ret = to_result(unsafe { bindings::register_pernet_subsys(this.pernet.get()) });
+                if ret.is_err() {
+                    PERNET_OWNER.store(ptr::null_mut(), Ordering::Release);
+                }
+                ret
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// Returns the handler of received datagrams.
+    pub fn handler(&self) -> &H {
+        &self.handler
+    }
+
+    /// Returns a reference to the tunnel of `netdev`'s namespace, creating its sockets if
+    /// it has none yet.
+    ///
+    /// Process context. Fails like `udp_sock_create`, e.g. with `EADDRINUSE` when another
+    /// socket of the namespace has the port.
+    pub fn open(self: &Arc<Self>, netdev: &NetDevice) -> Result<TunnelRef<H>> {
+        // SAFETY: `netdev` is live (type invariant of `NetDevice`).
+        let net = unsafe { bindings::metaroce_dev_net(netdev.as_raw()) };
+        let mut tunnels = self.tunnels.lock();
+        if let Some(e) = tunnels.iter_mut().find(|e| e.tunnel.net == net) {
+            e.users += 1;
+            return Ok(TunnelRef {
+                registry: self.clone(),
+                tunnel: e.tunnel.clone(),
+            });
+        }
+        // Room for the entry first, so that nothing can fail once the sockets exist.
+        tunnels.reserve(1, GFP_KERNEL)?;
+        let tunnel = Arc::new(UdpTunnel::new(net, self.handler.clone()), GFP_KERNEL)?;
+        // The namespace is live: `netdev` belongs to it and the caller holds `netdev`.
+        tunnel.open_sockets(self.port)?;
+        tunnels
+            .push_within_capacity(Entry {
+                tunnel: tunnel.clone(),
+                users: 1,
+            })
+            .map_err(|_| ENOMEM)?;
+        Ok(TunnelRef {
+            registry: self.clone(),
+            tunnel,
+        })
+    }
+
+    /// Returns the number of namespaces with open sockets.
+    pub fn open_namespaces(&self) -> usize {
+        self.tunnels.lock().len()
+    }
+
+    /// Drops one user of `tunnel`; the last closes it.
+    fn release(&self, tunnel: &Arc<UdpTunnel<H>>) {
+        let last = {
+            let mut tunnels = self.tunnels.lock();
+            // Not listed any more when its namespace went away first.
+            let Some(i) = tunnels.iter().position(|e| Arc::ptr_eq(&e.tunnel, tunnel)) else {
+                return;
+            };
+            tunnels[i].users -= 1;
+            if tunnels[i].users > 0 {
+                return;
+            }
+            tunnels.remove(i).ok()
+        };
+        if let Some(e) = last {
+            e.tunnel.close();
+        }
+    }
+
+    /// The namespace `net` is being dismantled: closes its sockets, if any.
+    ///
+    /// # Safety
+    ///
+    /// Called by the namespace core with a live `net`, while the operations are
+    /// registered.
+    unsafe extern "C" fn pernet_exit(net: *mut bindings::net) {
+        let owner = PERNET_OWNER.load(Ordering::Acquire);
+        if owner.is_null() {
+            return;
+        }
+        // SAFETY: Exit callbacks run only while the operations are registered, when
+        // `PERNET_OWNER` points to the live registry (invariant).
+        let this = unsafe { &*owner.cast::<Self>() };
+        let gone = {
+            let mut tunnels = this.tunnels.lock();
+            let i = tunnels.iter().position(|e| e.tunnel.net == net);
+            i.and_then(|i| tunnels.remove(i).ok())
+        };
+        if let Some(e) = gone {
+            e.tunnel.close();
+        }
+    }
+}
+
+#[pinned_drop]
+impl<H: DatagramHandler> PinnedDrop for UdpTunnels<H> {
+    fn drop(self: Pin<&mut Self>) {
+        let me = ptr::from_ref(&*self).cast_mut().cast();
+        if PERNET_OWNER.load(Ordering::Acquire) != me {
+            // The registration failed in `new`.
+            return;
+        }
+        // SAFETY: Registered in `new`. This runs `pernet_exit` for every namespace, which
+        // closes any tunnel still listed (none: each `TunnelRef` holds the registry).
+        unsafe { bindings::unregister_pernet_subsys(self.pernet.get()) };
+        // INVARIANT: No exit callback can run any more.
+        PERNET_OWNER.store(ptr::null_mut(), Ordering::Release);
+    }
+}
+
+/// A user's reference to the tunnel of its namespace; the last one closes the sockets.
+///
+/// Dropping it may sleep (two RCU grace periods when it is the last).
+pub struct TunnelRef<H: DatagramHandler> {
+    registry: Arc<UdpTunnels<H>>,
+    tunnel: Arc<UdpTunnel<H>>,
+}
+
+impl<H: DatagramHandler> Deref for TunnelRef<H> {
+    type Target = UdpTunnel<H>;
+
+    fn deref(&self) -> &UdpTunnel<H> {
+        &self.tunnel
+    }
+}
+
+impl<H: DatagramHandler> Drop for TunnelRef<H> {
+    fn drop(&mut self) {
+        self.registry.release(&self.tunnel);
+    }
+}
