@@ -130,20 +130,33 @@ test_netdev_removed() {
 
 test_rmmod_with_devices() {
 	create_pair || { fail "create failed"; return; }
-	# Hold a user context open while the module goes away.
-	local holder=
+	# Hold a user context and a PD open while the module goes away.
+	local holder= ready=/tmp/metaroce-holder.$$
+	rm -f "$ready"
 	if $PY -c 'import pyverbs' 2>/dev/null; then
-		ip netns exec "$NSA" $PY -c '
-import time
+		ip netns exec "$NSA" $PY - "$ready" <<'PY' &
+import sys, time
 from pyverbs.device import Context
 from pyverbs.pd import PD
-ctx = Context(name="mroce0"); pd = PD(ctx)
-time.sleep(30)' &
+for _ in range(100):  # the device may take a moment to appear to libibverbs
+    try:
+        ctx = Context(name="mroce0")
+        break
+    except Exception:
+        time.sleep(0.1)
+pd = PD(ctx)
+open(sys.argv[1], "w").close()
+time.sleep(60)
+PY
 		holder=$!
-		sleep 3
+		busywait 20000 test -e "$ready" || { fail "the context holder did not start"; kill "$holder"; return; }
 	fi
 	timeout 60 rmmod metaroce || { fail "rmmod failed"; return; }
-	[ -n "$holder" ] && { kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null; }
+	if [ -n "$holder" ]; then
+		kill -0 "$holder" 2>/dev/null || { fail "the context holder died before rmmod returned"; return; }
+		kill "$holder" 2>/dev/null; wait "$holder" 2>/dev/null
+		rm -f "$ready"
+	fi
 	rdma_dev_exists mroce0 && { fail "mroce0 survived rmmod"; return; }
 	rdma_dev_exists mroce1 && { fail "mroce1 survived rmmod"; return; }
 	load_metaroce || { fail "reload failed"; return; }
