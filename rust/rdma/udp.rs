@@ -381,10 +381,9 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     }
                 };
                 let (ttl, src) = (rt.hop_limit(), u32::from(rt.src).to_be());
-                // SAFETY: `sk` is our open socket (it is released only a grace period
-                // after being cleared); the route reference and the skb, with enough
-                // headroom for the UDP and IP headers, are handed over. BH is disabled
-                // as the transmit path requires.
+                // SAFETY: `sk` is our open socket (released only a grace period after being
+                // cleared); the route reference and the skb (with headroom for UDP and IP) are
+                // handed over; BH is disabled as the transmit path requires.
                 unsafe {
                     bindings::udp_tunnel_xmit_skb(
                         rt.into_raw(),
