@@ -98,7 +98,14 @@ impl<T: LinkOps> Registration<T> {
 #[pinned_drop]
 impl<T: LinkOps> PinnedDrop for Registration<T> {
     fn drop(self: Pin<&mut Self>) {
-        // SAFETY: Registered in `new`; this waits for running `newlink` calls.
+        // A registration whose `new` failed (another one held `REGISTERED`) was never
+        // registered: it must neither unregister nor clear the other's pointer.
+        let me = ptr::from_ref(&*self).cast_mut().cast();
+        if REGISTERED.load(Ordering::Acquire) != me {
+            return;
+        }
+        // SAFETY: `REGISTERED` points to us, so `new` registered `ops`; this waits for
+        // running `newlink` calls.
         unsafe { bindings::rdma_link_unregister(self.ops.get()) };
         // INVARIANT: No `newlink` can run any more.
         REGISTERED.store(ptr::null_mut(), Ordering::Release);
