@@ -14,24 +14,10 @@ set -euo pipefail
 LIMIT=${LIMIT:-1024}
 verbose=0
 [ "${1:-}" = -v ] && verbose=1
-here=$(cd "$(dirname "$0")" && pwd)
-root=$(cd "$here/../../.." && pwd)
-cmd="$root/rust/proto/.metaroce_proto.o.cmd"
-[ -f "$cmd" ] || { echo "no $cmd: build the module first" >&2; exit 4; }
+. "$(dirname "$0")/lib.sh"
 objdump=${OBJDUMP:-$(command -v llvm-objdump-22 || command -v llvm-objdump)}
-line=$(sed -n 1p "$cmd")
-objtree=$(sed -n 's/.*OBJTREE=\([^ ]*\) .*/\1/p' <<<"$line")
-rustc=$(sed -n 's/.*OBJTREE=[^ ]* \([^ ]*rustc\) .*/\1/p' <<<"$line")
-flags=$(sed 's/^savedcmd_[^ ]* := OBJTREE=[^ ]* [^ ]*rustc //; s/--emit=[^ ]* //g; s/--out-dir [^ ]* //; s/ [^ ]*lib\.rs$//' <<<"$line")
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
+kernel_compile stack_frames "$here/stack_frames.rs"
 cd "$root"
-RUSTC_BOOTSTRAP=1 OBJTREE=$objtree $rustc $flags --emit=obj="$out/proto.o" \
-	--emit=metadata="$out/libmetaroce_proto.rmeta" rust/proto/src/lib.rs
-# shellcheck disable=SC2001
-iflags=$(sed 's/--crate-name metaroce_proto/--crate-name stack_frames/' <<<"$flags")
-RUSTC_BOOTSTRAP=1 OBJTREE=$objtree $rustc $iflags --emit=obj="$out/inst.o" \
-	--extern metaroce_proto="$out/libmetaroce_proto.rmeta" "$here/stack_frames.rs"
 # Frame = the immediate of `sub $N, %rsp` in the prologue (plus pushes, which
 # are at most 8 words and ignored here).
 frames() {
