@@ -10,26 +10,12 @@
 
 PY=/usr/bin/python3
 
-cleanup() {
-	rdma link del mroce0 2>/dev/null
-	rdma link del mroce1 2>/dev/null
-	cleanup_all_ns
-}
-trap cleanup EXIT
+trap cleanup_devices_and_ns EXIT
 
 setup() {
 	load_metaroce || return 1
 	setup_ns NSA NSB || return 1
 	veth_pair "$NSA" "$NSB" || return 1
-}
-
-create_pair() {
-	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA || return 1
-	ip netns exec "$NSB" rdma link add mroce1 type metaroce netdev vethB || return 1
-}
-
-delete_pair() {
-	rdma link del mroce0 && rdma link del mroce1
 }
 
 test_create_query() {

@@ -125,3 +125,28 @@ rdma_dev_gone() { ! rdma_dev_exists "$1"; }
 
 # port_state NAME: ACTIVE or DOWN, as `rdma link show` reports it.
 port_state() { rdma link show "$1/1" 2>/dev/null | sed -n 's/.* state \([A-Z_]*\).*/\1/p'; }
+
+# The device pair most tests use: mroce0 on vethA in $NSA, mroce1 on vethB in $NSB.
+create_pair() {
+	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA || return 1
+	ip netns exec "$NSB" rdma link add mroce1 type metaroce netdev vethB || return 1
+}
+
+delete_pair() {
+	rdma link del mroce0 && rdma link del mroce1
+}
+
+# Waits until both GID tables hold their IPv4-mapped GID (the RDMA core adds it).
+wait_pair_gids() {
+	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '::ffff:198.18.0.1'" || return 1
+	busywait 10000 sh -c "ip netns exec $NSB ibv_devinfo -v -d mroce1 | grep -q '::ffff:198.18.0.2'"
+}
+
+# Removes every device the tests create and their namespaces (an EXIT trap).
+cleanup_devices_and_ns() {
+	local d
+	for d in mroce0 mroce1 mroce2 mroce3 mroce9; do
+		rdma link del "$d" 2>/dev/null
+	done
+	cleanup_all_ns
+}

@@ -14,14 +14,7 @@ PY=/usr/bin/python3
 PORT=4793
 N=100
 
-cleanup() {
-	local d
-	for d in mroce0 mroce1 mroce2 mroce3; do
-		rdma link del "$d" 2>/dev/null
-	done
-	cleanup_all_ns
-}
-trap cleanup EXIT
+trap cleanup_devices_and_ns EXIT
 
 setup() {
 	load_metaroce || return 1

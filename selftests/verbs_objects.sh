@@ -12,26 +12,13 @@
 PY=/usr/bin/python3
 VO="$(dirname "$(readlink -f "$0")")/verbs_objects.py"
 
-cleanup() {
-	rdma link del mroce0 2>/dev/null
-	rdma link del mroce1 2>/dev/null
-	cleanup_all_ns
-}
-trap cleanup EXIT
+trap cleanup_devices_and_ns EXIT
 
 setup() {
 	load_metaroce || return 1
 	setup_ns NSA NSB || return 1
 	veth_pair "$NSA" "$NSB" || return 1
-	create_pair
-}
-
-create_pair() {
-	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA || return 1
-	ip netns exec "$NSB" rdma link add mroce1 type metaroce netdev vethB || return 1
-	# Both GID tables have their IPv4-mapped GID (the RDMA core adds it from the netdev).
-	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '::ffff:198.18.0.1'" || return 1
-	busywait 10000 sh -c "ip netns exec $NSB ibv_devinfo -v -d mroce1 | grep -q '::ffff:198.18.0.2'"
+	create_pair && wait_pair_gids
 }
 
 # vo CASE ARGS...: runs one case of verbs_objects.py in namespace A.
