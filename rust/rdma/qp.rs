@@ -500,14 +500,14 @@ const _: () = assert!(SGE_SIZE == 16);
 const _: () = assert!(offset_of!(bindings::rxe_send_wqe, dma) + size_of::<bindings::rxe_dma_info>() == SEND_WQE_HDR);
 const _: () = assert!(offset_of!(bindings::rxe_recv_wqe, dma) + size_of::<bindings::rxe_dma_info>() == RECV_WQE_HDR);
 
-fn read_sges(q: &Queue, offset: usize, n: usize) -> Result<SgeList> {
+fn read_sges(q: &Queue, ahead: u32, offset: usize, n: usize) -> Result<SgeList> {
     let mut list = SgeList {
         len: n,
         sges: [Sge::default(); MAX_SGE],
     };
     let mut raw = [0u8; SGE_SIZE];
     for (i, sge) in list.sges[..n].iter_mut().enumerate() {
-        q.read_head(offset + i * SGE_SIZE, &mut raw)?;
+        q.read_at(ahead, offset + i * SGE_SIZE, &mut raw)?;
         *sge = Sge {
             addr: u64::from_ne_bytes(raw[0..8].try_into().map_err(|_| EINVAL)?),
             length: u32::from_ne_bytes(raw[8..12].try_into().map_err(|_| EINVAL)?),
@@ -599,10 +599,16 @@ impl<T: Driver> Qp<T> {
     /// `None` when the ring is empty (or gone); `Some(Err(_))` for a WQE that cannot be
     /// executed (unknown opcode, too many SGEs, inline data too long).
     pub fn sq_peek(&self) -> Option<Result<SendWqe, BadWqe>> {
+        self.sq_peek_at(0)
+    }
+
+    /// Like [`sq_peek`](Self::sq_peek), for the WQE `ahead` places after the head: the
+    /// transport keeps WQEs in the ring until they complete, as rdma_rxe does.
+    pub fn sq_peek_at(&self, ahead: u32) -> Option<Result<SendWqe, BadWqe>> {
         let sq = self.sq.lock();
         let wq = sq.as_ref()?;
         let mut raw = [0u8; SEND_WQE_HDR];
-        match wq.queue.read_head(0, &mut raw) {
+        match wq.queue.read_at(ahead, 0, &mut raw) {
             Ok(true) => {}
             _ => return None,
         }
@@ -634,7 +640,7 @@ impl<T: Driver> Qp<T> {
                 return Some(Err(bad));
             }
             let mut data = [0u8; MAX_INLINE];
-            if wq.queue.read_head(SEND_WQE_HDR, &mut data[..len]).is_err() {
+            if wq.queue.read_at(ahead, SEND_WQE_HDR, &mut data[..len]).is_err() {
                 return Some(Err(bad));
             }
             Payload::Inline { len, data }
@@ -642,7 +648,7 @@ impl<T: Driver> Qp<T> {
             if num_sge > wq.max_sge || num_sge > MAX_SGE || num_sge * SGE_SIZE > room {
                 return Some(Err(bad));
             }
-            match read_sges(&wq.queue, SEND_WQE_HDR, num_sge) {
+            match read_sges(&wq.queue, ahead, SEND_WQE_HDR, num_sge) {
                 Ok(l) => Payload::Sges(l),
                 Err(_) => return Some(Err(bad)),
             }
@@ -665,6 +671,16 @@ impl<T: Driver> Qp<T> {
         }))
     }
 
+    /// The number of WQEs in the send ring (posted by user space, not yet consumed).
+    pub fn sq_count(&self) -> u32 {
+        self.sq.lock().as_ref().map_or(0, |wq| wq.queue.count())
+    }
+
+    /// The number of WQEs in the receive ring.
+    pub fn rq_count(&self) -> u32 {
+        self.rq.lock().as_ref().map_or(0, |wq| wq.queue.count())
+    }
+
     /// Consumes the send WQE at the head of the send ring.
     pub fn sq_advance(&self) {
         if let Some(wq) = Option::as_mut(&mut *self.sq.lock()) {
@@ -675,10 +691,15 @@ impl<T: Driver> Qp<T> {
     /// Parses the receive WQE at the head of the receive ring without consuming it;
     /// `None` when the ring is empty (or the QP uses an SRQ or is destroyed).
     pub fn rq_peek(&self) -> Option<RecvWqe> {
+        self.rq_peek_at(0)
+    }
+
+    /// Like [`rq_peek`](Self::rq_peek), for the WQE `ahead` places after the head.
+    pub fn rq_peek_at(&self, ahead: u32) -> Option<RecvWqe> {
         let rq = self.rq.lock();
         let wq = rq.as_ref()?;
         let mut raw = [0u8; RECV_WQE_HDR];
-        match wq.queue.read_head(0, &mut raw) {
+        match wq.queue.read_at(ahead, 0, &mut raw) {
             Ok(true) => {}
             _ => return None,
         }
@@ -689,7 +710,7 @@ impl<T: Driver> Qp<T> {
         let sges = if n > wq.max_sge || n > MAX_SGE || n * SGE_SIZE > room {
             None
         } else {
-            read_sges(&wq.queue, RECV_WQE_HDR, n).ok()
+            read_sges(&wq.queue, ahead, RECV_WQE_HDR, n).ok()
         };
         Some(RecvWqe {
             wr_id: w.wr_id,

@@ -187,19 +187,24 @@ impl Queue {
     ///
     /// The bytes are a snapshot of memory user space may be writing: parse, never trust.
     pub fn read_head(&self, offset: usize, out: &mut [u8]) -> Result<bool> {
+        self.read_at(0, offset, out)
+    }
+
+    /// Like [`read_head`](Self::read_head), for the element `ahead` places after the
+    /// consumer index. Returns `false` when fewer than `ahead + 1` elements wait.
+    pub fn read_at(&self, ahead: u32, offset: usize, out: &mut [u8]) -> Result<bool> {
         if self.dir != Direction::FromClient
             || offset.checked_add(out.len()).is_none_or(|end| end > self.slot_size())
         {
             return Err(EINVAL);
         }
-        if self.is_empty() {
+        if ahead >= self.count() {
             return Ok(false);
         }
+        let index = self.index.wrapping_add(ahead);
         // SAFETY: The range is inside the slot (checked above), inside the buffer. User
         // space may write it concurrently; we only copy bytes, which any value may hold.
-        unsafe {
-            ptr::copy_nonoverlapping(self.slot(self.index).add(offset), out.as_mut_ptr(), out.len())
-        };
+        unsafe { ptr::copy_nonoverlapping(self.slot(index).add(offset), out.as_mut_ptr(), out.len()) };
         Ok(true)
     }
 
