@@ -477,6 +477,26 @@ impl<C: CongestionControl> Connection<C> {
         Ok(QpId(i as u16))
     }
 
+    /// Sets the send PSN of a QP bound at RTR before verbs knew it: the `sq_psn`
+    /// attribute arrives with the RTR-to-RTS transition. Only before the QP has
+    /// posted anything (`PostError::Invalid` otherwise); the receive side keeps
+    /// what it has already accepted.
+    //= Documentation/metaroce/spec.rst#streams
+    pub fn set_sq_psn(&mut self, qp: QpId, sq_psn: u32) -> Result<(), PostError> {
+        let q = self.active_qp(qp)?;
+        if q.next_msn != q.sq_head || q.next_msn != q.send_msn || q.next_rsn != 0 {
+            return Err(PostError::Invalid);
+        }
+        let (msn, ssn, rssn) = (stream_start(sq_psn, 0), stream_start(sq_psn, 1), stream_start(sq_psn, 2));
+        q.sq_head = msn;
+        q.next_msn = msn;
+        q.send_msn = msn;
+        q.next_ssn = ssn;
+        q.req_acked.reset(ssn);
+        q.resp_rx.reset(rssn);
+        Ok(())
+    }
+
     /// Unbinds a QP at once; its outstanding work is forgotten without completions.
     pub fn close_qp(&mut self, qp: QpId) {
         if let Some(q) = self.qps.get_mut(qp.index()) {

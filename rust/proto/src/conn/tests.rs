@@ -541,3 +541,22 @@ fn ack_reports_cumulative_sack_and_ce() {
         assert_eq!(n.c[1].rx_paths[0].window, base);
     });
 }
+
+// spec: MR-QP-5
+#[test]
+fn send_psn_set_at_rts_matches_the_peer() {
+    big(|| {
+        let mut n = Net::new(1);
+        // Bound at RTR with an unknown send PSN (0); verbs sets it at RTS.
+        let qp = n.c[0].open_qp_psn(1, 2, 0, 0x99).unwrap();
+        let rq = n.c[1].open_qp_psn(2, 1, 0x99, 0x1234).unwrap();
+        n.c[0].set_sq_psn(qp, 0x1234).unwrap();
+        n.c[1].post_recv(rq, 50, 4096).unwrap();
+        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.settle();
+        let c = n.completions(1);
+        assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 50, WcStatus::Success));
+        // Too late once something was posted.
+        assert_eq!(n.c[0].set_sq_psn(qp, 7), Err(PostError::Invalid));
+    });
+}
