@@ -136,7 +136,7 @@ impl Driver for MetaRoceDriver {
     type Qp = MetaRoceQp;
 
     fn new_qp(_dev: &Device<Self>, init: &QpInit) -> Result<MetaRoceQp> {
-        Ok(MetaRoceQp::new(init))
+        MetaRoceQp::new(init)
     }
 
     fn check_modify_qp(
@@ -148,11 +148,15 @@ impl Driver for MetaRoceDriver {
         qp::check_modify(cur, req)
     }
 
-    fn qp_modified(_dev: &Device<Self>, qp: &Arc<Qp<Self>>, from: QpState, to: QpState) {
-        qp::on_modified(qp, from, to)
+    fn qp_modified(dev: &Device<Self>, qp: &Arc<Qp<Self>>, from: QpState, to: QpState) {
+        qp::on_modified(dev, qp, from, to)
     }
 
     fn send_doorbell(dev: &Device<Self>, qp: &Arc<Qp<Self>>) -> Result {
         qp::on_send_doorbell(dev, qp)
+    }
+
+    fn qp_destroying(dev: &Device<Self>, qp: &Arc<Qp<Self>>) {
+        qp::on_destroying(dev, qp)
     }
 }

@@ -10,8 +10,12 @@
 
 #![forbid(unsafe_code)]
 
+mod bound;
+mod conn;
 mod device;
+mod engine;
 mod link;
+mod memory;
 mod net;
 mod netdev_events;
 mod qp;

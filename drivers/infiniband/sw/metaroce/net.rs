@@ -4,10 +4,11 @@
 //! [`UDP_PORT`], receive dispatch by ingress netdev, per-device counters and the debugfs
 //! test transmitter.
 //!
-//! Until the transport runs on top, a received datagram is only counted on the device
-//! of the netdev it came in on (or as `rx_no_device` in its namespace).
+//! A received datagram goes to the transport engine of the device of the netdev it
+//! came in on (or is counted as `rx_no_device` in its namespace).
 
 use crate::device::MetaRoceDriver;
+use crate::engine::Engine;
 use core::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
     str::FromStr,
@@ -27,7 +28,7 @@ use rdma::{
     device::Registry,
     netdev::{NetDevice, NetDeviceId},
     stats::CounterDesc,
-    udp::{DatagramHandler, Destination, Ecn, Received, TunnelRef, UdpTunnels},
+    udp::{DatagramHandler, Destination, Ecn, Received, TunnelRef, UdpTunnel, UdpTunnels},
 };
 
 /// Most datagrams one write to the `xmit` file sends.
@@ -48,6 +49,12 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"tx_packets"),
     CounterDesc::new(c"tx_bytes"),
     CounterDesc::new(c"tx_errors"),
+    // The transport engine: connections (one per peer) and the QPs they carry.
+    CounterDesc::new(c"conns_open"),
+    CounterDesc::new(c"conns_opened"),
+    CounterDesc::new(c"qps_bound"),
+    CounterDesc::new(c"rx_no_conn"),
+    CounterDesc::new(c"rx_bad_header"),
     // Per namespace: shared by the devices of the device's namespace.
     CounterDesc::new(c"ns_rx_no_device"),
     CounterDesc::new(c"ns_rx_malformed"),
@@ -77,13 +84,13 @@ impl NetCounters {
         }
     }
 
-    fn count_rx(&self, ecn: Ecn, len: usize) {
+    pub(crate) fn count_rx(&self, ecn: Ecn, len: usize) {
         self.rx_packets.fetch_add(1, Relaxed);
         self.rx_bytes.fetch_add(len as u64, Relaxed);
         self.rx_ecn[ecn as usize].fetch_add(1, Relaxed);
     }
 
-    fn count_tx(&self, ret: Result, len: usize) {
+    pub(crate) fn count_tx(&self, ret: Result, len: usize) {
         if ret.is_ok() {
             self.tx_packets.fetch_add(1, Relaxed);
             self.tx_bytes.fetch_add(len as u64, Relaxed);
@@ -96,9 +103,9 @@ impl NetCounters {
 /// Hands received datagrams to the device of their ingress netdev.
 #[pin_data]
 pub(crate) struct Demux {
-    /// The devices' counters by netdev; taken in softirq context, hence IRQ-safe.
+    /// The devices' engines by netdev; taken in softirq context, hence IRQ-safe.
     #[pin]
-    devices: SpinLockIrq<KVec<(NetDeviceId, Arc<NetCounters>)>>,
+    devices: SpinLockIrq<KVec<(NetDeviceId, Arc<Engine>)>>,
 }
 
 impl Demux {
@@ -111,15 +118,15 @@ impl Demux {
         )
     }
 
-    fn insert(&self, netdev: NetDeviceId, counters: Arc<NetCounters>) -> Result {
-        self.devices.lock().push((netdev, counters), GFP_ATOMIC)?;
+    fn insert(&self, netdev: NetDeviceId, engine: Arc<Engine>) -> Result {
+        self.devices.lock().push((netdev, engine), GFP_ATOMIC)?;
         Ok(())
     }
 
-    fn remove(&self, counters: &Arc<NetCounters>) {
+    fn remove(&self, engine: &Arc<Engine>) {
         let removed = {
             let mut devices = self.devices.lock();
-            let i = devices.iter().position(|(_, c)| Arc::ptr_eq(c, counters));
+            let i = devices.iter().position(|(_, e)| Arc::ptr_eq(e, engine));
             i.and_then(|i| devices.remove(i).ok())
         };
         // The `Arc` is dropped here, outside the lock.
@@ -130,18 +137,15 @@ impl Demux {
 impl DatagramHandler for Demux {
     fn on_datagram(&self, rx: Received<'_>) {
         let id = rx.netdev().id();
-        let found = {
-            let devices = self.devices.lock();
-            match devices.iter().find(|(d, _)| *d == id) {
-                Some((_, c)) => {
-                    c.count_rx(rx.info().ecn, rx.payload().len());
-                    true
-                }
-                None => false,
+        // The engine is used under the lock: the last reference to it is never dropped
+        // in softirq context.
+        let devices = self.devices.lock();
+        match devices.iter().find(|(d, _)| *d == id) {
+            Some((_, e)) => e.receive(rx),
+            None => {
+                drop(devices);
+                rx.discard_unclaimed();
             }
-        };
-        if !found {
-            rx.discard_unclaimed();
         }
     }
 }
@@ -166,6 +170,7 @@ impl NetContext {
 /// The network state of one device.
 pub(crate) struct DeviceNet {
     counters: Arc<NetCounters>,
+    engine: Arc<Engine>,
     tunnel: TunnelRef<Demux>,
     _xmit: Pin<KBox<debugfs::File<XmitFile>>>,
     _dir: Dir,
@@ -181,6 +186,7 @@ impl DeviceNet {
         name: &CStr,
     ) -> Result<Self> {
         let counters = Arc::new(NetCounters::new(), GFP_KERNEL)?;
+        let engine = Engine::new(registry.clone(), netdev.id(), counters.clone())?;
         let tunnel = ctx.tunnels.open(netdev)?;
         let dir = ctx.debugfs.subdir(name);
         let xmit = KBox::pin_init(
@@ -195,18 +201,35 @@ impl DeviceNet {
             GFP_KERNEL,
         )?;
         // Last, so that nothing fails after the device can receive.
-        tunnel.handler().insert(netdev.id(), counters.clone())?;
+        tunnel.handler().insert(netdev.id(), engine.clone())?;
         Ok(Self {
             counters,
+            engine,
             tunnel,
             _xmit: xmit,
             _dir: dir,
         })
     }
 
+    /// The device's transport engine.
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// The UDP tunnel of the device's namespace.
+    pub(crate) fn tunnel(&self) -> &UdpTunnel<Demux> {
+        &self.tunnel
+    }
+
+    /// Counts a transmission's outcome.
+    pub(crate) fn count_tx(&self, ret: Result, len: usize) {
+        self.counters.count_tx(ret, len);
+    }
+
     /// Fills `values` in the order of [`HW_COUNTERS`].
     pub(crate) fn read_counters(&self, values: &mut [u64]) {
         let c = &self.counters;
+        let e = &self.engine;
         let ns = self.tunnel.stats();
         let all = [
             c.rx_packets.load(Relaxed),
@@ -218,6 +241,11 @@ impl DeviceNet {
             c.tx_packets.load(Relaxed),
             c.tx_bytes.load(Relaxed),
             c.tx_errors.load(Relaxed),
+            e.conns() as u64,
+            e.stats.conns_opened.load(Relaxed),
+            e.stats.qps_bound.load(Relaxed),
+            e.stats.rx_no_conn.load(Relaxed),
+            e.stats.rx_bad_header.load(Relaxed),
             ns.rx_unclaimed,
             ns.rx_malformed,
             ns.tx_no_route,
@@ -269,7 +297,8 @@ impl DeviceNet {
 
 impl Drop for DeviceNet {
     fn drop(&mut self) {
-        self.tunnel.handler().remove(&self.counters);
+        self.tunnel.handler().remove(&self.engine);
+        self.engine.shutdown_all();
     }
 }
 

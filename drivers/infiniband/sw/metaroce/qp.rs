@@ -1,41 +1,51 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Queue pairs: the driver's checks, the error-state flush and the send doorbell.
+//! Queue pairs: the driver's checks, and the QP's life in the transport engine.
 //!
 //! The rxe ring mechanics, the state machine tables (`ib_modify_qp_is_ok`) and attribute
-//! storage live in `rdma::qp`; this is the driver's policy on top. The transport will
-//! hang its per-connection state off [`MetaRoceQp`] and take over [`on_send_doorbell`].
+//! storage live in `rdma::qp`; this is the driver's policy on top. A QP is bound to the
+//! connection to its peer when it enters RTR, gets its send PSN at RTS, is flushed
+//! through the connection in ERR, and is unbound at RESET and destroy.
 
 use crate::device::{MetaRoceDriver, MAX_RD_ATOMIC};
+use crate::engine::Binding;
 use kernel::{
+    new_spinlock,
     prelude::*,
     sync::{
         atomic::{Atomic, Relaxed},
-        Arc,
+        Arc, SpinLock,
     },
 };
 use rdma::{
     device::{Device, Mtu},
-    qp::{mask, ModifyQp, Qp, QpAttributes, QpInit, QpState},
+    qp::{mask, ModifyQp, Qp, QpAttributes, QpEvent, QpInit, QpState},
 };
 
 /// The driver's state of one QP.
 pub(crate) struct MetaRoceQp {
-    /// Send doorbells rung (a counter until the transport consumes the ring).
+    /// Send doorbells rung.
     doorbells: Atomic<u64>,
+    /// The connection the QP is bound to, from RTR until RESET or destroy.
+    binding: Pin<KBox<SpinLock<Option<Binding>>>>,
 }
 
 impl MetaRoceQp {
-    pub(crate) fn new(_init: &QpInit) -> Self {
-        Self {
+    pub(crate) fn new(_init: &QpInit) -> Result<Self> {
+        Ok(Self {
             doorbells: Atomic::new(0),
-        }
+            binding: KBox::pin_init(new_spinlock!(None), GFP_KERNEL)?,
+        })
     }
 
     /// Send doorbells rung so far.
     #[expect(dead_code)]
     pub(crate) fn doorbells(&self) -> u64 {
         self.doorbells.load(Relaxed)
+    }
+
+    fn binding(&self) -> Option<Binding> {
+        self.binding.lock().clone()
     }
 }
 
@@ -62,21 +72,71 @@ pub(crate) fn check_modify(cur: &QpAttributes, req: &ModifyQp) -> Result {
     Ok(())
 }
 
-/// After a transition: entering the error state completes every outstanding work
-/// request with `IBV_WC_WR_FLUSH_ERR`, receives first, as rdma_rxe does.
-pub(crate) fn on_modified(qp: &Arc<Qp<MetaRoceDriver>>, _from: QpState, to: QpState) {
-    if to == QpState::Err {
-        qp.flush_recv_queue();
-        qp.flush_send_queue();
+/// Takes the QP out of its connection.
+fn unbind(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>) {
+    let b = qp.data().binding.lock().take();
+    if let Some(b) = b {
+        dev.data().net().engine().unbind(b);
     }
 }
 
-/// The send doorbell: the QP is in RTS or later. In the error state new WQEs are
-/// flushed; otherwise they wait in the ring for the transport.
+/// After a transition.
+pub(crate) fn on_modified(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Arc<Qp<MetaRoceDriver>>,
+    from: QpState,
+    to: QpState,
+) {
+    match to {
+        QpState::Rtr if from == QpState::Init => {
+            let attrs = qp.attributes();
+            match dev.data().net().engine().bind(dev, qp, &attrs) {
+                Ok(b) => *qp.data().binding.lock() = Some(b),
+                Err(e) => {
+                    pr_warn!("{}: QP {}: no connection to its peer ({:?})\n", dev.name(), qp.qpn(), e);
+                    qp.set_error();
+                    qp.flush_recv_queue();
+                    qp.flush_send_queue();
+                    qp.raise_event(QpEvent::Fatal);
+                }
+            }
+        }
+        QpState::Rts => {
+            if let Some(b) = qp.data().binding() {
+                b.conn.ready_to_send(dev, b.id, qp.attributes().sq_psn);
+            }
+        }
+        // Entering the error state completes every outstanding work request with
+        // `IBV_WC_WR_FLUSH_ERR`, receives first, as rdma_rxe does; the connection
+        // first completes, in order, what it holds.
+        QpState::Err => match qp.data().binding() {
+            Some(b) => b.conn.fail_qp(dev, b.id),
+            None => {
+                qp.flush_recv_queue();
+                qp.flush_send_queue();
+            }
+        },
+        QpState::Reset => unbind(dev, qp),
+        _ => {}
+    }
+}
+
+/// The send doorbell: the QP is in RTS or later; its connection picks up the new
+/// WQEs. Unbound QPs in the error state flush them.
 pub(crate) fn on_send_doorbell(_dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
     qp.data().doorbells.fetch_add(1, Relaxed);
-    if qp.state() == QpState::Err {
-        qp.flush_send_queue();
+    match qp.data().binding() {
+        Some(b) => b.conn.kick(),
+        None => {
+            if qp.state() == QpState::Err {
+                qp.flush_send_queue();
+            }
+        }
     }
     Ok(())
+}
+
+/// The QP is being destroyed: outstanding work is dropped without completions.
+pub(crate) fn on_destroying(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) {
+    unbind(dev, qp);
 }

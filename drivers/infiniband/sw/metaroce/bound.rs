@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! A QP bound to a connection: the bridge between its rings and the core's streams.
+//!
+//! WQEs stay in the user's rings until they complete, as in rdma_rxe: the ring slot is
+//! released (consumer index advanced) when the completion is written, so user space
+//! cannot reuse a slot the transport still reads. The core knows work requests by a
+//! per-QP sequence number (the `wr_id` it sees); the `k`-th WQE after the ring head has
+//! sequence `done + k`. Completions come back in post order per direction, so the head
+//! is always the one completing.
+
+use crate::device::MetaRoceDriver;
+use crate::memory::check_sges;
+use kernel::{prelude::*, sync::Arc};
+use metaroce_proto::{
+    constants::{MAX_MSG_LEN, MAX_RECV_WR, MAX_SEND_WR},
+    Completion, Connection, Opcode, PostError, QpId, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
+    WorkRequest,
+};
+use rdma::{
+    cq::{WcOpcode, WcStatus, WorkCompletion, WC_WITH_IMM},
+    device::Device,
+    mr::Access,
+    qp::{Payload, Qp, QpState, SendOpcode, SendWqe, SgeList, SEND_SIGNALED, SEND_SOLICITED},
+};
+
+/// What the completion of a posted send WQE needs, kept from post time.
+#[derive(Clone, Copy, Default)]
+struct SendSlot {
+    wr_id: u64,
+    signaled: bool,
+}
+
+/// The transport state of one QP bound to a connection. Only the connection's
+/// serialized context (its work item, or a verb holding its lock) touches it.
+pub(crate) struct Bound {
+    pub(crate) qp: Arc<Qp<MetaRoceDriver>>,
+    /// The QP's stream in the connection.
+    pub(crate) id: QpId,
+    /// Rights granted to the peer (`qp_access_flags`).
+    pub(crate) access: Access,
+    /// Sequence of the next send WQE to hand to the core.
+    sq_seq: u64,
+    /// Sequence of the send WQE at the ring head.
+    sq_done: u64,
+    rq_seq: u64,
+    rq_done: u64,
+    send_slots: KVec<SendSlot>,
+    recv_ids: KVec<u64>,
+    /// The last send WQE parsed for transmission or placement (by sequence).
+    send_cache: KBox<Option<(u64, SendWqe)>>,
+    /// The last receive WQE's scatter list parsed for placement (by sequence).
+    recv_cache: KBox<Option<(u64, SgeList)>>,
+    /// The QP entered the error state: once the core has flushed what it holds, the
+    /// rest of the rings is flushed here.
+    pub(crate) failed: bool,
+}
+
+fn core_opcode(op: SendOpcode) -> Option<Opcode> {
+    Some(match op {
+        SendOpcode::Send => Opcode::Send,
+        SendOpcode::SendWithImm => Opcode::SendImm,
+        SendOpcode::RdmaWrite => Opcode::Write,
+        SendOpcode::RdmaWriteWithImm => Opcode::WriteImm,
+        SendOpcode::RdmaRead => Opcode::Read,
+        SendOpcode::AtomicCmpAndSwp => Opcode::CompareSwap,
+        SendOpcode::AtomicFetchAndAdd => Opcode::FetchAdd,
+        SendOpcode::LocalInv | SendOpcode::SendWithInv => return None,
+    })
+}
+
+fn wc_status(s: CoreStatus) -> WcStatus {
+    match s {
+        CoreStatus::Success => WcStatus::Success,
+        CoreStatus::LocLenErr => WcStatus::LocLenErr,
+        CoreStatus::LocProtErr => WcStatus::LocProtErr,
+        CoreStatus::RemAccessErr => WcStatus::RemAccessErr,
+        CoreStatus::RemInvReqErr => WcStatus::RemInvReqErr,
+        CoreStatus::RemOpErr => WcStatus::RemOpErr,
+        CoreStatus::RetryExcErr => WcStatus::RetryExcErr,
+        CoreStatus::RnrRetryExcErr => WcStatus::RnrRetryExcErr,
+        CoreStatus::WrFlushErr => WcStatus::WrFlushErr,
+    }
+}
+
+fn wc_opcode(o: CoreOpcode) -> WcOpcode {
+    match o {
+        CoreOpcode::Send => WcOpcode::Send,
+        CoreOpcode::RdmaWrite => WcOpcode::RdmaWrite,
+        CoreOpcode::RdmaRead => WcOpcode::RdmaRead,
+        CoreOpcode::CompSwap => WcOpcode::CompSwap,
+        CoreOpcode::FetchAdd => WcOpcode::FetchAdd,
+        CoreOpcode::Recv => WcOpcode::Recv,
+        CoreOpcode::RecvRdmaWithImm => WcOpcode::RecvRdmaWithImm,
+    }
+}
+
+/// Why a send WQE cannot be handed to the core.
+enum Refused {
+    /// The core's queue is full or the QP is not sending: try again later.
+    Later,
+    /// The WQE is bad: complete it with this status and fail the QP.
+    Fail(WcStatus),
+}
+
+impl Bound {
+    pub(crate) fn new(qp: Arc<Qp<MetaRoceDriver>>, id: QpId, access: Access) -> Result<Self> {
+        let mut send_slots = KVec::with_capacity(MAX_SEND_WR, GFP_KERNEL)?;
+        send_slots.resize(MAX_SEND_WR, SendSlot::default(), GFP_KERNEL)?;
+        let mut recv_ids = KVec::with_capacity(MAX_RECV_WR, GFP_KERNEL)?;
+        recv_ids.resize(MAX_RECV_WR, 0, GFP_KERNEL)?;
+        Ok(Self {
+            qp,
+            id,
+            access,
+            sq_seq: 0,
+            sq_done: 0,
+            rq_seq: 0,
+            rq_done: 0,
+            send_slots,
+            recv_ids,
+            send_cache: KBox::new(None, GFP_KERNEL)?,
+            recv_cache: KBox::new(None, GFP_KERNEL)?,
+            failed: false,
+        })
+    }
+
+    /// The send WQE of sequence `seq`, which the core holds.
+    pub(crate) fn send_wqe(&mut self, seq: u64) -> Result<&SendWqe> {
+        let hit = matches!(&*self.send_cache, Some((s, _)) if *s == seq);
+        if !hit {
+            if seq < self.sq_done || seq >= self.sq_seq {
+                return Err(EINVAL);
+            }
+            let ahead = u32::try_from(seq - self.sq_done).map_err(|_| EINVAL)?;
+            match self.qp.sq_peek_at(ahead) {
+                Some(Ok(w)) => *self.send_cache = Some((seq, w)),
+                _ => return Err(EINVAL),
+            }
+        }
+        match &*self.send_cache {
+            Some((_, w)) => Ok(w),
+            None => Err(EINVAL),
+        }
+    }
+
+    /// The scatter list of the receive WQE of sequence `seq`, which the core holds.
+    pub(crate) fn recv_sges(&mut self, seq: u64) -> Result<&SgeList> {
+        let hit = matches!(&*self.recv_cache, Some((s, _)) if *s == seq);
+        if !hit {
+            if seq < self.rq_done || seq >= self.rq_seq {
+                return Err(EINVAL);
+            }
+            let ahead = u32::try_from(seq - self.rq_done).map_err(|_| EINVAL)?;
+            match self.qp.rq_peek_at(ahead).and_then(|w| w.sges) {
+                Some(sges) => *self.recv_cache = Some((seq, sges)),
+                None => return Err(EINVAL),
+            }
+        }
+        match &*self.recv_cache {
+            Some((_, l)) => Ok(l),
+            None => Err(EINVAL),
+        }
+    }
+
+    /// Hands receive WQEs the user posted since the last call to the core.
+    pub(crate) fn sync_recv(&mut self, conn: &mut Connection) {
+        if self.failed {
+            return;
+        }
+        let count = u64::from(self.qp.rq_count());
+        while self.rq_seq - self.rq_done < count {
+            let ahead = (self.rq_seq - self.rq_done) as u32;
+            let Some(w) = self.qp.rq_peek_at(ahead) else {
+                break;
+            };
+            // Too many SGEs: a zero-length buffer, which any SEND overflows
+            // (IBV_WC_LOC_LEN_ERR).
+            let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
+            if conn.post_recv(self.id, self.rq_seq, len).is_err() {
+                break;
+            }
+            if let Some(slot) = self.recv_ids.get_mut((self.rq_seq % MAX_RECV_WR as u64) as usize) {
+                *slot = w.wr_id;
+            }
+            self.rq_seq += 1;
+        }
+    }
+
+    /// Hands send WQEs the user posted since the last call to the core. A WQE that
+    /// cannot execute completes with its error once everything before it completed,
+    /// and fails the QP.
+    pub(crate) fn sync_send(&mut self, dev: &Device<MetaRoceDriver>, conn: &mut Connection) {
+        if self.failed || self.qp.state() != QpState::Rts {
+            return;
+        }
+        let count = u64::from(self.qp.sq_count());
+        while self.sq_seq - self.sq_done < count {
+            let ahead = (self.sq_seq - self.sq_done) as u32;
+            let Some(peeked) = self.qp.sq_peek_at(ahead) else {
+                break;
+            };
+            let refused = match &peeked {
+                Ok(w) => match self.post(dev, conn, w) {
+                    Ok(()) => {
+                        let signaled = self.qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0;
+                        let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
+                        if let Some(slot) = self.send_slots.get_mut(i) {
+                            *slot = SendSlot { wr_id: w.wr_id, signaled };
+                        }
+                        self.sq_seq += 1;
+                        continue;
+                    }
+                    Err(r) => r,
+                },
+                Err(_) => Refused::Fail(WcStatus::LocQpOpErr),
+            };
+            let Refused::Fail(status) = refused else {
+                break;
+            };
+            // In order: only once the core holds nothing older.
+            if self.sq_seq != self.sq_done {
+                break;
+            }
+            let (wr_id, opcode) = match &peeked {
+                Ok(w) => (w.wr_id, w.opcode.wc_opcode()),
+                Err(b) => (b.wr_id, WcOpcode::Send),
+            };
+            let wc = WorkCompletion {
+                status,
+                ..WorkCompletion::flushed(wr_id, opcode, self.qp.qpn())
+            };
+            let _ = self.qp.send_cq().push(&wc, false);
+            self.qp.sq_advance();
+            self.sq_seq += 1;
+            self.sq_done += 1;
+            self.fail(conn);
+            break;
+        }
+    }
+
+    fn post(&self, dev: &Device<MetaRoceDriver>, conn: &mut Connection, w: &SendWqe) -> Result<(), Refused> {
+        let opcode = core_opcode(w.opcode).ok_or(Refused::Fail(WcStatus::LocQpOpErr))?;
+        if w.length > u64::from(MAX_MSG_LEN) {
+            return Err(Refused::Fail(WcStatus::LocLenErr));
+        }
+        let local = match opcode {
+            Opcode::Read | Opcode::CompareSwap | Opcode::FetchAdd => Access::LOCAL_WRITE,
+            _ => Access::LOCAL_READ,
+        };
+        if let Payload::Sges(list) = &w.payload {
+            if check_sges(dev, self.qp.pd(), list.as_slice(), local).is_err() {
+                return Err(Refused::Fail(WcStatus::LocProtErr));
+            }
+        } else if local == Access::LOCAL_WRITE {
+            return Err(Refused::Fail(WcStatus::LocQpOpErr));
+        }
+        if opcode.is_atomic() && w.length < 8 {
+            return Err(Refused::Fail(WcStatus::LocLenErr));
+        }
+        let wr = WorkRequest {
+            wr_id: self.sq_seq,
+            opcode,
+            len: w.length as u32,
+            remote_addr: w.remote_addr,
+            rkey: w.rkey,
+            imm: u32::from_be(w.ex),
+            compare_add: w.compare_add,
+            swap: w.swap,
+            solicited: w.send_flags & SEND_SOLICITED != 0,
+        };
+        match conn.post_send(self.id, wr) {
+            Ok(()) => Ok(()),
+            Err(PostError::Invalid) => Err(Refused::Fail(WcStatus::LocQpOpErr)),
+            Err(_) => Err(Refused::Later),
+        }
+    }
+
+    /// Writes the completion the core reported for this QP and releases its ring slot.
+    pub(crate) fn complete(&mut self, c: &Completion) {
+        let status = wc_status(c.status);
+        let opcode = wc_opcode(c.opcode);
+        let qpn = self.qp.qpn();
+        match c.opcode {
+            CoreOpcode::Recv | CoreOpcode::RecvRdmaWithImm => {
+                if c.wr_id != self.rq_done {
+                    pr_warn!("metaroce: receive completion out of order on QP {}\n", qpn);
+                    return;
+                }
+                let i = (c.wr_id % MAX_RECV_WR as u64) as usize;
+                let wc = WorkCompletion {
+                    wr_id: self.recv_ids.get(i).copied().unwrap_or(0),
+                    status,
+                    opcode,
+                    byte_len: c.byte_len,
+                    ex: c.imm.map_or(0, u32::to_be),
+                    qp_num: qpn,
+                    src_qp: 0,
+                    wc_flags: if c.imm.is_some() { WC_WITH_IMM } else { 0 },
+                    pkey_index: 0,
+                    port_num: 1,
+                };
+                let _ = self.qp.recv_cq().push(&wc, false);
+                self.qp.rq_advance();
+                self.rq_done += 1;
+            }
+            _ => {
+                if c.wr_id != self.sq_done {
+                    pr_warn!("metaroce: send completion out of order on QP {}\n", qpn);
+                    return;
+                }
+                let i = (c.wr_id % MAX_SEND_WR as u64) as usize;
+                let slot = self.send_slots.get(i).copied().unwrap_or_default();
+                if slot.signaled || status != WcStatus::Success {
+                    let wc = WorkCompletion {
+                        wr_id: slot.wr_id,
+                        status,
+                        opcode,
+                        byte_len: c.byte_len,
+                        ex: 0,
+                        qp_num: qpn,
+                        src_qp: 0,
+                        wc_flags: 0,
+                        pkey_index: 0,
+                        port_num: 1,
+                    };
+                    let _ = self.qp.send_cq().push(&wc, false);
+                }
+                self.qp.sq_advance();
+                self.sq_done += 1;
+            }
+        }
+    }
+
+    /// Moves the QP to the error state: the core flushes what it holds, in order.
+    pub(crate) fn fail(&mut self, conn: &mut Connection) {
+        self.qp.set_error();
+        let _ = conn.qp_to_error(self.id);
+        self.failed = true;
+    }
+
+    /// After an error: once the core has completed everything it held, flushes what is
+    /// left in the rings (WQEs it never saw, and any posted since).
+    pub(crate) fn flush_rest(&mut self) {
+        if !self.failed {
+            return;
+        }
+        if self.sq_seq == self.sq_done {
+            let n = self.qp.flush_send_queue() as u64;
+            self.sq_seq += n;
+            self.sq_done += n;
+        }
+        if self.rq_seq == self.rq_done {
+            let n = self.qp.flush_recv_queue() as u64;
+            self.rq_seq += n;
+            self.rq_done += n;
+        }
+    }
+}

@@ -1,0 +1,427 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! One MetaRoCE connection to a peer: the protocol core's [`Connection`] and the
+//! single serialized context that drives it.
+//!
+//! Everything that touches the connection runs under its mutex: the work item (received
+//! datagrams, doorbells, timer expiry) and the verbs that bind, fail or unbind a QP.
+//! The receive softirq only appends to the inbox and queues the work; the hrtimer only
+//! queues the work. See Documentation/metaroce/design.rst, "The transport engine".
+
+use crate::bound::Bound;
+use crate::device::MetaRoceDriver;
+use crate::memory::{gather_payload, QpMemory};
+use core::net::IpAddr;
+use kernel::{
+    impl_has_hr_timer, impl_has_work, new_mutex, new_spinlock_irq, new_work,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, ArcBorrow, Mutex, SpinLockIrq,
+    },
+    time::{
+        hrtimer::{
+            ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
+            HrTimerRestart, RelativeMode,
+        },
+        Delta, Instant, Monotonic,
+    },
+    workqueue::{self, Work, WorkItem},
+};
+use metaroce_proto::{
+    constants::{MAX_QPS, MIN_TRANSMIT_BUF, UDP_PORT},
+    Config, Connection, Event, Instant as CoreInstant, QpId,
+};
+use rdma::{
+    device::{Device, Registry},
+    netdev::{NetDevice, NetDeviceId},
+    qp::Qp,
+    skb::SkBuff,
+    udp::{Destination, Ecn, OwnedDatagram},
+};
+
+/// Received datagrams a connection buffers between two runs of its work item.
+const INBOX_LEN: usize = 1024;
+
+/// The shortest timer delay, for deadlines already due.
+const MIN_TIMER_NS: u64 = 1_000;
+
+/// Counters of one connection's driver side.
+pub(crate) struct ConnCounters {
+    pub(crate) inbox_drops: Atomic<u64>,
+    pub(crate) tx_packets: Atomic<u64>,
+    pub(crate) tx_errors: Atomic<u64>,
+    pub(crate) gather_errors: Atomic<u64>,
+}
+
+impl ConnCounters {
+    fn new() -> Self {
+        Self {
+            inbox_drops: Atomic::new(0),
+            tx_packets: Atomic::new(0),
+            tx_errors: Atomic::new(0),
+            gather_errors: Atomic::new(0),
+        }
+    }
+}
+
+/// What only the serialized context touches.
+struct ConnState {
+    conn: KBox<Connection>,
+    /// The bound QPs, by their stream index.
+    qps: KVec<Option<Bound>>,
+    /// The other half of the inbox's double buffer.
+    rx: KVec<OwnedDatagram>,
+    /// Headers of the packet being built.
+    buf: KVec<u8>,
+    /// The armed timer (holds a reference to the connection until cancelled).
+    timer: Option<ArcHrTimerHandle<ConnCtx>>,
+    /// Its deadline.
+    armed: Option<CoreInstant>,
+    /// Shut down: do nothing more.
+    dead: bool,
+}
+
+/// A connection and its execution context.
+#[pin_data]
+pub(crate) struct ConnCtx {
+    /// Our connection id (the peer's `dst_conn`).
+    pub(crate) local_id: u32,
+    /// The peer's address and ours.
+    pub(crate) peer: IpAddr,
+    src: IpAddr,
+    registry: Arc<Registry<MetaRoceDriver>>,
+    netdev: NetDeviceId,
+    /// The core's clock starts at the connection's creation.
+    epoch: Instant<Monotonic>,
+    pub(crate) counters: ConnCounters,
+    #[pin]
+    inbox: SpinLockIrq<KVec<OwnedDatagram>>,
+    #[pin]
+    state: Mutex<ConnState>,
+    #[pin]
+    work: Work<ConnCtx>,
+    #[pin]
+    timer: HrTimer<ConnCtx>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for ConnCtx { self.work }
+}
+
+impl_has_hr_timer! {
+    impl HasHrTimer<Self> for ConnCtx {
+        mode: RelativeMode<Monotonic>,
+        field: self.timer
+    }
+}
+
+impl WorkItem for ConnCtx {
+    type Pointer = Arc<ConnCtx>;
+
+    fn run(this: Arc<ConnCtx>) {
+        let Some(dev) = this.registry.get_by_netdev(this.netdev) else {
+            this.inbox.lock().clear();
+            return;
+        };
+        let mut st = this.state.lock();
+        this.drive(&dev, &mut st);
+    }
+}
+
+impl HrTimerCallback for ConnCtx {
+    type Pointer<'a> = Arc<ConnCtx>;
+
+    fn run(this: ArcBorrow<'_, Self>, _ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
+        let _ = workqueue::system_highpri().enqueue(Arc::<ConnCtx>::from(this));
+        HrTimerRestart::NoRestart
+    }
+}
+
+impl ConnCtx {
+    /// Creates the connection `local_id` to `peer`, configured from the first QP.
+    pub(crate) fn new(
+        registry: Arc<Registry<MetaRoceDriver>>,
+        netdev: NetDeviceId,
+        local_id: u32,
+        src: IpAddr,
+        peer: IpAddr,
+        cfg: Config,
+    ) -> Result<Arc<Self>> {
+        let epoch = Instant::<Monotonic>::now();
+        let conn = KBox::init(
+            Connection::init_aimd(cfg, CoreInstant::ZERO, rdma::random::u64()),
+            GFP_KERNEL,
+        )?;
+        let mut qps = KVec::with_capacity(MAX_QPS, GFP_KERNEL)?;
+        for _ in 0..MAX_QPS {
+            qps.push(None, GFP_KERNEL)?;
+        }
+        let mut buf = KVec::with_capacity(MIN_TRANSMIT_BUF, GFP_KERNEL)?;
+        buf.resize(MIN_TRANSMIT_BUF, 0, GFP_KERNEL)?;
+        let state = ConnState {
+            conn,
+            qps,
+            rx: KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?,
+            buf,
+            timer: None,
+            armed: None,
+            dead: false,
+        };
+        let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?;
+        Arc::pin_init(
+            pin_init!(Self {
+                local_id,
+                peer,
+                src,
+                registry,
+                netdev,
+                epoch,
+                counters: ConnCounters::new(),
+                inbox <- new_spinlock_irq!(inbox),
+                state <- new_mutex!(state),
+                work <- new_work!("metaroce::ConnCtx::work"),
+                timer <- HrTimer::new(),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    fn now(&self) -> CoreInstant {
+        CoreInstant::from_nanos(self.epoch.elapsed().as_nanos().max(0) as u64)
+    }
+
+    /// Queues the work item (no-op if it is already queued).
+    pub(crate) fn kick(self: &Arc<Self>) {
+        let _ = workqueue::system_highpri().enqueue(self.clone());
+    }
+
+    /// Takes a received datagram (softirq): into the inbox, and the work queued.
+    pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram) {
+        let full = self.inbox.lock().push_within_capacity(d).is_err();
+        if full {
+            self.counters.inbox_drops.fetch_add(1, Relaxed);
+        }
+        self.kick();
+    }
+
+    /// Binds `qp` (entering RTR) as a stream to the peer's `dest_qpn`.
+    pub(crate) fn bind(
+        self: &Arc<Self>,
+        dev: &Device<MetaRoceDriver>,
+        qp: &Arc<Qp<MetaRoceDriver>>,
+        dest_qpn: u32,
+        sq_psn: u32,
+        rq_psn: u32,
+    ) -> Result<QpId> {
+        let mut st = self.state.lock();
+        if st.dead {
+            return Err(ENOTCONN);
+        }
+        let id = st
+            .conn
+            .open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn)
+            .map_err(|_| ENOSPC)?;
+        let access = qp.attributes().access;
+        let b = match Bound::new(qp.clone(), id, access) {
+            Ok(b) => b,
+            Err(e) => {
+                st.conn.close_qp(id);
+                return Err(e);
+            }
+        };
+        match st.qps.get_mut(id.index()) {
+            Some(slot) => *slot = Some(b),
+            None => {
+                st.conn.close_qp(id);
+                return Err(EINVAL);
+            }
+        }
+        self.drive(dev, &mut st);
+        Ok(id)
+    }
+
+    /// The QP entered RTS with its send PSN (and possibly new rights).
+    pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId, sq_psn: u32) {
+        let mut st = self.state.lock();
+        let access = match st.qps.get(id.index()).and_then(Option::as_ref) {
+            Some(b) => b.qp.attributes().access,
+            None => return,
+        };
+        let _ = st.conn.set_sq_psn(id, sq_psn);
+        if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
+            b.access = access;
+        }
+        self.drive(dev, &mut st);
+    }
+
+    /// The user moved the QP to the error state: flush everything, in order.
+    pub(crate) fn fail_qp(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
+        let mut st = self.state.lock();
+        let ConnState { conn, qps, .. } = &mut *st;
+        if let Some(b) = qps.get_mut(id.index()).and_then(Option::as_mut) {
+            b.fail(conn);
+        }
+        self.drive(dev, &mut st);
+    }
+
+    /// Unbinds the QP at once (RESET or destroy): no completions, no further access to
+    /// its rings. Returns the number of QPs still bound.
+    pub(crate) fn unbind(&self, id: QpId) -> usize {
+        let mut st = self.state.lock();
+        st.conn.close_qp(id);
+        let b = st.qps.get_mut(id.index()).and_then(Option::take);
+        let left = st.qps.iter().filter(|b| b.is_some()).count();
+        drop(st);
+        // The QP reference goes outside the lock.
+        drop(b);
+        left
+    }
+
+    /// Stops the connection for good: no more timer, and the work item has finished.
+    /// The connection must already be unreachable (out of its device's table, no QP
+    /// bound). Process context, never from the work item.
+    pub(crate) fn shutdown(self: &Arc<Self>) {
+        let (timer, qps) = {
+            let mut st = self.state.lock();
+            st.dead = true;
+            let mut qps = KVec::new();
+            for b in st.qps.iter_mut() {
+                if let Some(b) = b.take() {
+                    let _ = qps.push(b, GFP_KERNEL);
+                }
+            }
+            (st.timer.take(), qps)
+        };
+        // Cancels the timer and waits for a running callback.
+        drop(timer);
+        drop(qps);
+        rdma::work::flush(&self.work);
+        self.inbox.lock().clear();
+    }
+
+    /// Runs the connection: received datagrams, timers, new work requests, then
+    /// completions and transmissions, and arms the timer.
+    fn drive(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, st: &mut ConnState) {
+        if st.dead {
+            self.inbox.lock().clear();
+            return;
+        }
+        let now = self.now();
+        {
+            let mut inbox = self.inbox.lock();
+            core::mem::swap(&mut *inbox, &mut st.rx);
+        }
+        let ConnState { conn, qps, rx, buf, .. } = st;
+        for b in qps.iter_mut().flatten() {
+            b.sync_recv(conn);
+        }
+        for d in rx.iter() {
+            let ce = d.info().ecn == Ecn::Ce;
+            let mut mem = QpMemory { dev, qps };
+            let _ = conn.handle_datagram(now, ce, d.payload(), &mut mem);
+        }
+        rx.clear();
+        if conn.poll_timeout().is_some_and(|t| t <= now) {
+            conn.handle_timeout(now);
+        }
+        for b in qps.iter_mut().flatten() {
+            b.sync_send(dev, conn);
+        }
+        self.drain_events(conn, qps);
+        if let Some(netdev) = dev.netdev() {
+            self.transmit(dev, &netdev, now, conn, qps, buf);
+        }
+        self.drain_events(conn, qps);
+        for b in qps.iter_mut().flatten() {
+            b.flush_rest();
+        }
+        self.arm(st, now);
+    }
+
+    fn drain_events(&self, conn: &mut Connection, qps: &mut [Option<Bound>]) {
+        while let Some(ev) = conn.poll_event() {
+            match ev {
+                Event::Completion(c) => {
+                    if let Some(b) = qps.get_mut(c.qp.index()).and_then(Option::as_mut) {
+                        b.complete(&c);
+                    }
+                }
+                Event::QpError { qp, .. } => {
+                    if let Some(b) = qps.get_mut(qp.index()).and_then(Option::as_mut) {
+                        b.qp.set_error();
+                        b.failed = true;
+                    }
+                }
+                Event::PathRetired { .. } | Event::Closed { .. } => {}
+            }
+        }
+    }
+
+    fn transmit(
+        &self,
+        dev: &Device<MetaRoceDriver>,
+        netdev: &NetDevice,
+        now: CoreInstant,
+        conn: &mut Connection,
+        qps: &mut [Option<Bound>],
+        buf: &mut [u8],
+    ) {
+        let tunnel = dev.data().net().tunnel();
+        while let Some(t) = conn.poll_transmit(now, buf) {
+            let plen = t.payload.map_or(0, |p| p.len() as usize);
+            let Ok(mut skb) = SkBuff::alloc_for_udp(netdev, t.len + plen, GFP_KERNEL) else {
+                self.counters.tx_errors.fetch_add(1, Relaxed);
+                continue;
+            };
+            if skb.append(&buf[..t.len]).is_err() {
+                self.counters.tx_errors.fetch_add(1, Relaxed);
+                continue;
+            }
+            if let Some(p) = &t.payload {
+                let ok = match skb.put(plen) {
+                    Ok(out) => gather_payload(dev, qps, p, out).is_ok(),
+                    Err(_) => false,
+                };
+                if !ok {
+                    // The local buffer went away (deregistered MR): nothing is sent
+                    // that was not the application's data. The core retransmits; a
+                    // persistent failure ends in a retry error.
+                    self.counters.gather_errors.fetch_add(1, Relaxed);
+                    continue;
+                }
+            }
+            let to = Destination {
+                src: self.src,
+                dst: self.peer,
+                src_port: t.src_port,
+                dst_port: UDP_PORT,
+                ecn: Ecn::Ect0,
+            };
+            let len = skb.len();
+            let ret = tunnel.send(netdev, &to, skb);
+            dev.data().net().count_tx(ret, len);
+            if ret.is_ok() {
+                self.counters.tx_packets.fetch_add(1, Relaxed);
+            }
+        }
+    }
+
+    /// Arms the timer at the core's next deadline, if it changed.
+    fn arm(self: &Arc<Self>, st: &mut ConnState, now: CoreInstant) {
+        let next = st.conn.poll_timeout();
+        if next == st.armed && st.timer.is_some() && next.is_none_or(|t| t > now) {
+            return;
+        }
+        // Cancel the old one first: starting restarts the same timer, and dropping an
+        // old handle afterwards would cancel the new expiry.
+        drop(st.timer.take());
+        st.armed = next;
+        if let Some(t) = next {
+            // A deadline already due gets a short delay rather than a busy loop.
+            let delta = t.as_nanos().saturating_sub(now.as_nanos()).max(MIN_TIMER_NS);
+            let delta = Delta::from_nanos(delta.min(i64::MAX as u64) as i64);
+            st.timer = Some(self.clone().start(delta));
+        }
+    }
+}

@@ -1,0 +1,216 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The transport engine of one device: its connections, one per peer address, and the
+//! receive dispatch to them.
+//!
+//! A connection is created when the first QP to a peer enters RTR and goes away with
+//! the last QP bound to it. Received datagrams find their connection by the `dst_conn`
+//! of the common header, or, for a connection the peer is opening (`dst_conn == 0`,
+//! `OPEN`), by the source address. Nothing is created for unsolicited packets.
+
+use crate::conn::ConnCtx;
+use crate::device::MetaRoceDriver;
+use crate::net::NetCounters;
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use kernel::{
+    new_mutex, new_spinlock_irq,
+    prelude::*,
+    sync::{
+        atomic::{Atomic, Relaxed},
+        Arc, Mutex, SpinLockIrq,
+    },
+};
+use metaroce_proto::{wire::Header, Config, QpId};
+use rdma::{
+    av::IpAddress,
+    device::{Device, Registry},
+    netdev::NetDeviceId,
+    qp::{Qp, QpAttributes},
+    udp::Received,
+};
+
+/// UDP source ports (paths) each connection sprays over.
+pub(crate) const PATHS: u8 = 8;
+
+/// Engine counters (see `HW_COUNTERS`).
+pub(crate) struct EngineCounters {
+    /// Connections created so far.
+    pub(crate) conns_opened: Atomic<u64>,
+    /// QP bindings made so far.
+    pub(crate) qps_bound: Atomic<u64>,
+    /// Datagrams for no connection of this device.
+    pub(crate) rx_no_conn: Atomic<u64>,
+    /// Datagrams without a valid MetaRoCE common header.
+    pub(crate) rx_bad_header: Atomic<u64>,
+}
+
+impl EngineCounters {
+    fn new() -> Self {
+        Self {
+            conns_opened: Atomic::new(0),
+            qps_bound: Atomic::new(0),
+            rx_no_conn: Atomic::new(0),
+            rx_bad_header: Atomic::new(0),
+        }
+    }
+}
+
+/// A QP's place in the engine.
+#[derive(Clone)]
+pub(crate) struct Binding {
+    pub(crate) conn: Arc<ConnCtx>,
+    pub(crate) id: QpId,
+}
+
+/// The connections of one device.
+#[pin_data]
+pub(crate) struct Engine {
+    registry: Arc<Registry<MetaRoceDriver>>,
+    netdev: NetDeviceId,
+    pub(crate) counters: Arc<NetCounters>,
+    pub(crate) stats: EngineCounters,
+    /// Taken in softirq context, hence IRQ-safe.
+    #[pin]
+    conns: SpinLockIrq<KVec<Arc<ConnCtx>>>,
+    /// Serializes creating and retiring connections.
+    #[pin]
+    bind_lock: Mutex<()>,
+    next_id: Atomic<u32>,
+}
+
+fn ip(a: IpAddress) -> IpAddr {
+    match a {
+        IpAddress::V4(b) => IpAddr::V4(Ipv4Addr::from(b)),
+        IpAddress::V6(b) => IpAddr::V6(Ipv6Addr::from(b)),
+    }
+}
+
+impl Engine {
+    pub(crate) fn new(
+        registry: Arc<Registry<MetaRoceDriver>>,
+        netdev: NetDeviceId,
+        counters: Arc<NetCounters>,
+    ) -> Result<Arc<Self>> {
+        // Connection ids start at random, so a peer can tell a recreated device apart.
+        let first = (rdma::random::u64() as u32).max(1);
+        Arc::pin_init(
+            pin_init!(Self {
+                registry,
+                netdev,
+                counters,
+                stats: EngineCounters::new(),
+                conns <- new_spinlock_irq!(KVec::new()),
+                bind_lock <- new_mutex!(()),
+                next_id: Atomic::new(first),
+            }),
+            GFP_KERNEL,
+        )
+    }
+
+    /// The number of open connections.
+    pub(crate) fn conns(&self) -> usize {
+        self.conns.lock().len()
+    }
+
+    /// Hands a received datagram to its connection (softirq context).
+    pub(crate) fn receive(&self, rx: Received<'_>) {
+        self.counters.count_rx(rx.info().ecn, rx.payload().len());
+        let Ok(h) = Header::parse(rx.payload()) else {
+            self.stats.rx_bad_header.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
+        };
+        let peer = rx.info().src.ip();
+        let conns = self.conns.lock();
+        let found = conns.iter().find(|c| {
+            if h.dst_conn != 0 {
+                c.local_id == h.dst_conn
+            } else {
+                c.peer == peer
+            }
+        });
+        match found {
+            Some(c) => c.deliver(rx.into_owned()),
+            None => {
+                drop(conns);
+                self.stats.rx_no_conn.fetch_add(1, Relaxed);
+                rx.discard();
+            }
+        }
+    }
+
+    /// Binds `qp` (entering RTR) to the connection to the peer of its address vector,
+    /// creating the connection if there is none.
+    pub(crate) fn bind(
+        &self,
+        dev: &Device<MetaRoceDriver>,
+        qp: &Arc<Qp<MetaRoceDriver>>,
+        attrs: &QpAttributes,
+    ) -> Result<Binding> {
+        let av = attrs.av.ok_or(EINVAL)?;
+        let peer = ip(av.dst);
+        let _guard = self.bind_lock.lock();
+        let existing = self.conns.lock().iter().find(|c| c.peer == peer).cloned();
+        let (conn, new) = match existing {
+            Some(c) => (c, false),
+            None => {
+                let mut id = self.next_id.fetch_add(1, Relaxed);
+                if id == 0 {
+                    id = self.next_id.fetch_add(1, Relaxed);
+                }
+                let mut cfg = Config::new(id);
+                cfg.paths = PATHS;
+                cfg.mtu = attrs.path_mtu.bytes();
+                cfg.retry_limit = attrs.retry_cnt.max(1);
+                cfg.rnr_retry = attrs.rnr_retry;
+                let c = ConnCtx::new(self.registry.clone(), self.netdev, id, ip(av.src), peer, cfg)?;
+                self.conns.lock().push(c.clone(), GFP_ATOMIC)?;
+                self.stats.conns_opened.fetch_add(1, Relaxed);
+                (c, true)
+            }
+        };
+        match conn.bind(dev, qp, attrs.dest_qp_num, attrs.sq_psn, attrs.rq_psn) {
+            Ok(id) => {
+                self.stats.qps_bound.fetch_add(1, Relaxed);
+                Ok(Binding { conn, id })
+            }
+            Err(e) => {
+                if new {
+                    self.retire(&conn);
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Unbinds a QP; the connection goes with its last QP.
+    pub(crate) fn unbind(&self, b: Binding) {
+        let _guard = self.bind_lock.lock();
+        if b.conn.unbind(b.id) == 0 {
+            self.retire(&b.conn);
+        }
+    }
+
+    /// Takes `conn` out of the table and stops it (with `bind_lock` held or at the end).
+    fn retire(&self, conn: &Arc<ConnCtx>) {
+        let removed = {
+            let mut conns = self.conns.lock();
+            let i = conns.iter().position(|c| Arc::ptr_eq(c, conn));
+            i.and_then(|i| conns.remove(i).ok())
+        };
+        conn.shutdown();
+        drop(removed);
+    }
+
+    /// Stops every connection (the device is going away).
+    pub(crate) fn shutdown_all(&self) {
+        let _guard = self.bind_lock.lock();
+        loop {
+            let next = self.conns.lock().first().cloned();
+            let Some(c) = next else {
+                break;
+            };
+            self.retire(&c);
+        }
+    }
+}
