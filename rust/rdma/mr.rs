@@ -45,9 +45,12 @@ impl Access {
     pub const SUPPORTED_MR: Self = Self(
         Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
     );
-    /// Rights a QP may grant to remote peers (`qp_access_flags`).
-    pub const SUPPORTED_QP: Self =
-        Self(Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0);
+    /// Flags a QP accepts in `qp_access_flags`: the remote rights it grants, plus
+    /// `LOCAL_WRITE`, which applications commonly pass (perftest's SEND tests do) and
+    /// every HCA, rdma_rxe included, ignores on a QP.
+    pub const SUPPORTED_QP: Self = Self(
+        Self::LOCAL_WRITE.0 | Self::REMOTE_WRITE.0 | Self::REMOTE_READ.0 | Self::REMOTE_ATOMIC.0,
+    );
 
     /// From raw `IB_ACCESS_*` bits.
     pub fn from_bits(bits: u32) -> Self {

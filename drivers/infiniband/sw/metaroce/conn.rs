@@ -196,6 +196,13 @@ impl ConnCtx {
         let _ = workqueue::system_highpri().enqueue(self.clone());
     }
 
+    /// Runs the connection now, in the caller's (process) context: the send doorbell
+    /// does this, as rdma_rxe runs its requester in `post_send`, to spare a wakeup.
+    pub(crate) fn run(self: &Arc<Self>, dev: &Device<MetaRoceDriver>) {
+        let mut st = self.state.lock();
+        self.drive(dev, &mut st);
+    }
+
     /// Takes a received datagram (softirq): into the inbox, and the work queued.
     pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram) {
         let full = self.inbox.lock().push_within_capacity(d).is_err();

@@ -122,11 +122,11 @@ pub(crate) fn on_modified(
 }
 
 /// The send doorbell: the QP is in RTS or later; its connection picks up the new
-/// WQEs. Unbound QPs in the error state flush them.
-pub(crate) fn on_send_doorbell(_dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
+/// WQEs right away. Unbound QPs in the error state flush them.
+pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
     qp.data().doorbells.fetch_add(1, Relaxed);
     match qp.data().binding() {
-        Some(b) => b.conn.kick(),
+        Some(b) => b.conn.run(dev),
         None => {
             if qp.state() == QpState::Err {
                 qp.flush_send_queue();
