@@ -30,7 +30,7 @@ use kernel::{
 };
 use metaroce_proto::{
     constants::{MAX_QPS, MIN_TRANSMIT_BUF, UDP_PORT},
-    Config, Connection, Event, Instant as CoreInstant, QpId,
+    Config, Connection, Event, Instant as CoreInstant, QpId, Stats,
 };
 use rdma::{
     device::{Device, Registry},
@@ -201,6 +201,12 @@ impl ConnCtx {
     pub(crate) fn run(self: &Arc<Self>, dev: &Device<MetaRoceDriver>) {
         let mut st = self.state.lock();
         self.drive(dev, &mut st);
+    }
+
+    /// The protocol core's counters and the datagrams the inbox dropped.
+    pub(crate) fn stats(&self) -> (Stats, u64) {
+        let st = self.state.lock();
+        (*st.conn.stats(), self.counters.inbox_drops.load(Relaxed))
     }
 
     /// Takes a received datagram (softirq): into the inbox, and the work queued.

@@ -20,7 +20,7 @@ use kernel::{
         Arc, Mutex, SpinLockIrq,
     },
 };
-use metaroce_proto::{wire::Header, Config, QpId};
+use metaroce_proto::{wire::Header, Config, QpId, Stats};
 use rdma::{
     av::IpAddress,
     device::{Device, Registry},
@@ -42,6 +42,26 @@ pub(crate) struct EngineCounters {
     pub(crate) rx_no_conn: Atomic<u64>,
     /// Datagrams without a valid MetaRoCE common header.
     pub(crate) rx_bad_header: Atomic<u64>,
+    /// The transport counters of retired connections ([`TRANSPORT_COUNTERS`]).
+    retired: [Atomic<u64>; TRANSPORT_COUNTERS],
+}
+
+/// The protocol counters summed over a device's connections, in this order:
+/// data packets sent, retransmitted, retransmission timeouts, ACKs sent, NAKs sent,
+/// duplicate data received, datagrams the core dropped, datagrams the inbox dropped.
+pub(crate) const TRANSPORT_COUNTERS: usize = 8;
+
+fn transport_values(s: &Stats, inbox_drops: u64) -> [u64; TRANSPORT_COUNTERS] {
+    [
+        s.tx_data,
+        s.tx_retransmits,
+        s.timeouts,
+        s.tx_acks,
+        s.tx_naks,
+        s.rx_duplicates,
+        s.rx_dropped,
+        inbox_drops,
+    ]
 }
 
 impl EngineCounters {
@@ -51,6 +71,7 @@ impl EngineCounters {
             qps_bound: Atomic::new(0),
             rx_no_conn: Atomic::new(0),
             rx_bad_header: Atomic::new(0),
+            retired: [const { Atomic::new(0) }; TRANSPORT_COUNTERS],
         }
     }
 }
@@ -203,7 +224,32 @@ impl Engine {
             i.and_then(|i| conns.remove(i).ok())
         };
         conn.shutdown();
+        let (stats, drops) = conn.stats();
+        for (t, v) in self.stats.retired.iter().zip(transport_values(&stats, drops)) {
+            t.fetch_add(v, Relaxed);
+        }
         drop(removed);
+    }
+
+    /// The transport counters ([`TRANSPORT_COUNTERS`]) of retired and open connections.
+    pub(crate) fn transport_counters(&self) -> [u64; TRANSPORT_COUNTERS] {
+        let mut sum = [0u64; TRANSPORT_COUNTERS];
+        for (s, r) in sum.iter_mut().zip(self.stats.retired.iter()) {
+            *s = r.load(Relaxed);
+        }
+        let mut live = KVec::new();
+        for c in self.conns.lock().iter() {
+            if live.push(c.clone(), GFP_ATOMIC).is_err() {
+                break;
+            }
+        }
+        for c in &live {
+            let (stats, drops) = c.stats();
+            for (s, v) in sum.iter_mut().zip(transport_values(&stats, drops)) {
+                *s += v;
+            }
+        }
+        sum
     }
 
     /// Stops every connection (the device is going away).

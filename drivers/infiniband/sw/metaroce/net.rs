@@ -55,6 +55,15 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"qps_bound"),
     CounterDesc::new(c"rx_no_conn"),
     CounterDesc::new(c"rx_bad_header"),
+    // Summed over the connections (crate::engine::TRANSPORT_COUNTERS).
+    CounterDesc::new(c"tx_data"),
+    CounterDesc::new(c"tx_retransmits"),
+    CounterDesc::new(c"rto_expired"),
+    CounterDesc::new(c"tx_acks"),
+    CounterDesc::new(c"tx_naks"),
+    CounterDesc::new(c"rx_duplicates"),
+    CounterDesc::new(c"rx_dropped"),
+    CounterDesc::new(c"rx_inbox_full"),
     // Per namespace: shared by the devices of the device's namespace.
     CounterDesc::new(c"ns_rx_no_device"),
     CounterDesc::new(c"ns_rx_malformed"),
@@ -230,6 +239,7 @@ impl DeviceNet {
     pub(crate) fn read_counters(&self, values: &mut [u64]) {
         let c = &self.counters;
         let e = &self.engine;
+        let t = e.transport_counters();
         let ns = self.tunnel.stats();
         let all = [
             c.rx_packets.load(Relaxed),
@@ -246,6 +256,7 @@ impl DeviceNet {
             e.stats.qps_bound.load(Relaxed),
             e.stats.rx_no_conn.load(Relaxed),
             e.stats.rx_bad_header.load(Relaxed),
+            t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
             ns.rx_unclaimed,
             ns.rx_malformed,
             ns.tx_no_route,
