@@ -59,6 +59,12 @@ int metaroce_umem_atomic64(struct ib_umem *umem, size_t offset, bool is_cas,
  */
 size_t metaroce_rxe_dev_size(void);
 
+/* linux/spinlock.h: the bottom-half spinlock (rust/rdma/sync.rs) */
+struct spinlock;
+void metaroce_spin_lock_bh(struct spinlock *lock);
+void metaroce_spin_unlock_bh(struct spinlock *lock);
+int metaroce_spin_trylock_bh(struct spinlock *lock);
+
 /* Build-time layout checks the Rust side relies on. */
 size_t metaroce_sizeof_ib_device(void);
 

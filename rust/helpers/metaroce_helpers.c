@@ -190,3 +190,18 @@ struct ib_ucontext *metaroce_udata_to_ucontext(struct ib_udata *udata)
 {
 	return container_of(udata, struct uverbs_attr_bundle, driver_udata)->context;
 }
+
+void metaroce_spin_lock_bh(struct spinlock *lock)
+{
+	spin_lock_bh(lock);
+}
+
+void metaroce_spin_unlock_bh(struct spinlock *lock)
+{
+	spin_unlock_bh(lock);
+}
+
+int metaroce_spin_trylock_bh(struct spinlock *lock)
+{
+	return spin_trylock_bh(lock);
+}

@@ -27,11 +27,10 @@ use core::{
 };
 use kernel::{
     error::{from_result, to_result},
-    new_mutex,
     prelude::*,
     sync::{
         aref::{ARef, AlwaysRefCounted},
-        Arc, Mutex,
+        Arc,
     },
     types::Opaque,
     ThisModule,
@@ -507,7 +506,8 @@ fn node_guid(netdev: &NetDevice) -> u64 {
 #[pin_data]
 pub struct Registry<T: Driver> {
     #[pin]
-    devices: Mutex<KVec<DevicePtr<T>>>,
+    /// Taken in softirq context too (the transport finds its device there).
+    devices: crate::sync::SpinLockBh<KVec<DevicePtr<T>>>,
     module: &'static ThisModule,
 }
 
@@ -522,7 +522,7 @@ impl<T: Driver> Registry<T> {
     pub fn new(module: &'static ThisModule) -> Result<Arc<Self>> {
         Arc::pin_init(
             pin_init!(Self {
-                devices <- new_mutex!(KVec::new()),
+                devices <- crate::new_spinlock_bh!(KVec::new(), "metaroce_registry"),
                 module,
             }),
             GFP_KERNEL,
@@ -530,7 +530,7 @@ impl<T: Driver> Registry<T> {
     }
 
     fn insert(&self, dev: NonNull<Device<T>>) -> Result {
-        self.devices.lock().push(DevicePtr(dev), GFP_KERNEL)?;
+        self.devices.lock().push(DevicePtr(dev), GFP_ATOMIC)?;
         Ok(())
     }
 
@@ -585,7 +585,7 @@ impl<T: Driver> Registry<T> {
                     // SAFETY: Live while listed (type invariant); pinning the `struct
                     // device` keeps the memory live after it is unlisted.
                     unsafe { bindings::metaroce_ib_device_pin(d.0.as_ptr().cast()) };
-                    if pinned.push(d.0.as_ptr().cast::<bindings::ib_device>(), GFP_KERNEL).is_err() {
+                    if pinned.push(d.0.as_ptr().cast::<bindings::ib_device>(), GFP_ATOMIC).is_err() {
                         // SAFETY: Pinned just above.
                         unsafe { bindings::metaroce_ib_device_unpin(d.0.as_ptr().cast()) };
                         break;

@@ -256,6 +256,24 @@ impl Table<Mr> {
     }
 }
 
+impl Table<Mr> {
+    /// Like [`lookup`](Self::lookup), but calls `f` with the MR while it is registered
+    /// instead of returning a reference: usable in softirq context, and
+    /// `dereg_mr` cannot complete while `f` runs. `f` must not sleep.
+    pub fn with_mr<R>(&self, key: u32, pd: PdId, access: Access, f: impl FnOnce(&Mr) -> Result<R>) -> Result<R> {
+        self.with(key >> 8, |mr| {
+            let mr = mr.ok_or(EINVAL)?;
+            if mr.key != key {
+                return Err(EINVAL);
+            }
+            if mr.pd != pd || !mr.access.contains(access) {
+                return Err(EACCES);
+            }
+            f(mr)
+        })
+    }
+}
+
 /// The key space: 24-bit indices, index 0 unused (key 0 is no MR).
 pub(crate) const MR_INDEX_MIN: u32 = 1;
 pub(crate) const MR_INDEX_MAX: u32 = (1 << 24) - 1;

@@ -30,5 +30,6 @@ pub mod udata;
 mod route;
 pub mod skb;
 pub mod stats;
+pub mod sync;
 pub mod udp;
 pub mod work;

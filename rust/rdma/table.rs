@@ -4,6 +4,7 @@
 //!
 //! C header: [`include/linux/xarray.h`](srctree/include/linux/xarray.h).
 
+use crate::sync::SpinLockBh;
 use kernel::{
     new_mutex,
     prelude::*,
@@ -13,10 +14,12 @@ use kernel::{
 
 /// An XArray of shared objects with allocation of free numbers in `[min, max]`.
 ///
-/// Lookups take the XArray's spinlock (process or softirq-free contexts: the lock is
-/// not taken with bottom halves disabled).
+/// Every access to the XArray is made under `bh`, with softirqs disabled, so the
+/// transport may look objects up from the packet receive softirq ([`Table::with`]).
 #[pin_data]
 pub struct Table<V: Send + Sync + 'static> {
+    #[pin]
+    bh: SpinLockBh<()>,
     #[pin]
     xa: XArray<Arc<V>>,
     /// Serialises allocations (a store may drop the XArray lock to allocate); holds
@@ -31,6 +34,7 @@ impl<V: Send + Sync + 'static> Table<V> {
     /// Creates an empty table handing out numbers in `[min, max]`.
     pub fn new(min: u32, max: u32) -> impl PinInit<Self> {
         pin_init!(Self {
+            bh <- crate::new_spinlock_bh!((), "metaroce_table"),
             xa <- XArray::new(AllocKind::Alloc),
             next <- new_mutex!(min),
             min,
@@ -46,6 +50,7 @@ impl<V: Send + Sync + 'static> Table<V> {
         let mut n = (*next).clamp(self.min, self.max);
         let mut free = None;
         {
+            let _bh = self.bh.lock();
             let guard = self.xa.lock();
             for _ in 0..span {
                 if guard.get(n as usize).is_none() {
@@ -57,18 +62,37 @@ impl<V: Send + Sync + 'static> Table<V> {
         }
         let n = free.ok_or(ENOSPC)?;
         let obj = make(n)?;
-        self.xa.lock().store(n as usize, obj, GFP_KERNEL)?;
+        {
+            let _bh = self.bh.lock();
+            self.xa.lock().store(n as usize, obj, GFP_ATOMIC)?;
+        }
         *next = if n == self.max { self.min } else { n + 1 };
         Ok(n)
     }
 
     /// Returns the object stored under `n`.
     pub fn get(&self, n: u32) -> Option<Arc<V>> {
-        self.xa.lock().get(n as usize).map(Arc::from)
+        let _bh = self.bh.lock();
+        // Bound to a local: the XArray guard must drop before `_bh`.
+        let v = self.xa.lock().get(n as usize).map(Arc::from);
+        v
+    }
+
+    /// Calls `f` with the object stored under `n` while it stays in the table: no
+    /// reference escapes, so the last one is never dropped in the caller's context
+    /// (softirq allowed). `f` must not sleep.
+    pub fn with<R>(&self, n: u32, f: impl FnOnce(Option<&V>) -> R) -> R {
+        let _bh = self.bh.lock();
+        let guard = self.xa.lock();
+        let r = f(guard.get(n as usize).as_deref());
+        drop(guard);
+        r
     }
 
     /// Removes and returns the object stored under `n`.
     pub fn remove(&self, n: u32) -> Option<Arc<V>> {
-        self.xa.lock().remove(n as usize)
+        let _bh = self.bh.lock();
+        let v = self.xa.lock().remove(n as usize);
+        v
     }
 }

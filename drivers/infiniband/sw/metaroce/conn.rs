@@ -3,21 +3,23 @@
 //! One MetaRoCE connection to a peer: the protocol core's [`Connection`] and the
 //! single serialized context that drives it.
 //!
-//! Everything that touches the connection runs under its mutex: the work item (received
-//! datagrams, doorbells, timer expiry) and the verbs that bind, fail or unbind a QP.
-//! The receive softirq only appends to the inbox and queues the work; the hrtimer only
-//! queues the work. See Documentation/metaroce/design.rst, "The transport engine".
+//! Everything that touches the connection runs under its lock, a spinlock taken with
+//! bottom halves disabled: the receive softirq (as rdma_rxe's responder does), the send
+//! doorbell, the work item the hrtimer queues, and the verbs that bind, fail or unbind
+//! a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The transport
+//! engine".
 
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;
 use crate::memory::{gather_payload, QpMemory};
 use core::net::IpAddr;
 use kernel::{
-    impl_has_hr_timer, impl_has_work, new_mutex, new_spinlock_irq, new_work,
+    impl_has_hr_timer, impl_has_work, new_spinlock_irq, new_work,
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::{Atomic, Relaxed},
-        Arc, ArcBorrow, Mutex, SpinLockIrq,
+        Arc, ArcBorrow, SpinLockIrq,
     },
     time::{
         hrtimer::{
@@ -37,6 +39,7 @@ use rdma::{
     netdev::{NetDevice, NetDeviceId},
     qp::Qp,
     skb::SkBuff,
+    sync::SpinLockBh,
     udp::{Destination, Ecn, OwnedDatagram},
 };
 
@@ -52,6 +55,8 @@ pub(crate) struct ConnCounters {
     pub(crate) tx_packets: Atomic<u64>,
     pub(crate) tx_errors: Atomic<u64>,
     pub(crate) gather_errors: Atomic<u64>,
+    /// Runs of the serialized context.
+    pub(crate) runs: Atomic<u64>,
 }
 
 impl ConnCounters {
@@ -61,6 +66,7 @@ impl ConnCounters {
             tx_packets: Atomic::new(0),
             tx_errors: Atomic::new(0),
             gather_errors: Atomic::new(0),
+            runs: Atomic::new(0),
         }
     }
 }
@@ -92,13 +98,16 @@ pub(crate) struct ConnCtx {
     src: IpAddr,
     registry: Arc<Registry<MetaRoceDriver>>,
     netdev: NetDeviceId,
+    /// The device's netdev, held (the RDMA core's `ib_device_get_netdev` may not be
+    /// called from softirq).
+    ndev: ARef<NetDevice>,
     /// The core's clock starts at the connection's creation.
     epoch: Instant<Monotonic>,
     pub(crate) counters: ConnCounters,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
-    state: Mutex<ConnState>,
+    state: SpinLockBh<ConnState>,
     #[pin]
     work: Work<ConnCtx>,
     #[pin]
@@ -133,7 +142,7 @@ impl HrTimerCallback for ConnCtx {
     type Pointer<'a> = Arc<ConnCtx>;
 
     fn run(this: ArcBorrow<'_, Self>, _ctx: HrTimerCallbackContext<'_, Self>) -> HrTimerRestart {
-        let _ = workqueue::system_highpri().enqueue(Arc::<ConnCtx>::from(this));
+        Arc::<ConnCtx>::from(this).kick();
         HrTimerRestart::NoRestart
     }
 }
@@ -142,7 +151,7 @@ impl ConnCtx {
     /// Creates the connection `local_id` to `peer`, configured from the first QP.
     pub(crate) fn new(
         registry: Arc<Registry<MetaRoceDriver>>,
-        netdev: NetDeviceId,
+        ndev: ARef<NetDevice>,
         local_id: u32,
         src: IpAddr,
         peer: IpAddr,
@@ -175,11 +184,12 @@ impl ConnCtx {
                 peer,
                 src,
                 registry,
-                netdev,
+                netdev: ndev.id(),
+                ndev,
                 epoch,
                 counters: ConnCounters::new(),
                 inbox <- new_spinlock_irq!(inbox),
-                state <- new_mutex!(state),
+                state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
                 timer <- HrTimer::new(),
             }),
@@ -191,9 +201,11 @@ impl ConnCtx {
         CoreInstant::from_nanos(self.epoch.elapsed().as_nanos().max(0) as u64)
     }
 
-    /// Queues the work item (no-op if it is already queued).
+    /// Queues the work item (no-op if it is already queued) on the high-priority
+    /// bottom-half workqueue: it runs in softirq context, like a tasklet, without
+    /// waiting for a worker thread to be scheduled.
     pub(crate) fn kick(self: &Arc<Self>) {
-        let _ = workqueue::system_highpri().enqueue(self.clone());
+        let _ = workqueue::system_bh_highpri().enqueue(self.clone());
     }
 
     /// Runs the connection now, in the caller's (process) context: the send doorbell
@@ -204,12 +216,14 @@ impl ConnCtx {
     }
 
     /// The protocol core's counters and the datagrams the inbox dropped.
-    pub(crate) fn stats(&self) -> (Stats, u64) {
+    pub(crate) fn stats(&self) -> (Stats, u64, u64) {
         let st = self.state.lock();
-        (*st.conn.stats(), self.counters.inbox_drops.load(Relaxed))
+        let c = &self.counters;
+        (*st.conn.stats(), c.inbox_drops.load(Relaxed), c.runs.load(Relaxed))
     }
 
-    /// Takes a received datagram (softirq): into the inbox, and the work queued.
+    /// Takes a received datagram (softirq context) and queues the work item, which
+    /// runs in softirq context too, after the current receive batch: one run per batch.
     pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram) {
         let full = self.inbox.lock().push_within_capacity(d).is_err();
         if full {
@@ -227,6 +241,8 @@ impl ConnCtx {
         sq_psn: u32,
         rq_psn: u32,
     ) -> Result<QpId> {
+        // Allocated before the lock: nothing under it sleeps.
+        let mut b = Bound::new(qp.clone(), QpId(0), qp.attributes().access)?;
         let mut st = self.state.lock();
         if st.dead {
             return Err(ENOTCONN);
@@ -235,14 +251,7 @@ impl ConnCtx {
             .conn
             .open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn)
             .map_err(|_| ENOSPC)?;
-        let access = qp.attributes().access;
-        let b = match Bound::new(qp.clone(), id, access) {
-            Ok(b) => b,
-            Err(e) => {
-                st.conn.close_qp(id);
-                return Err(e);
-            }
-        };
+        b.id = id;
         match st.qps.get_mut(id.index()) {
             Some(slot) => *slot = Some(b),
             None => {
@@ -298,13 +307,7 @@ impl ConnCtx {
         let (timer, qps) = {
             let mut st = self.state.lock();
             st.dead = true;
-            let mut qps = KVec::new();
-            for b in st.qps.iter_mut() {
-                if let Some(b) = b.take() {
-                    let _ = qps.push(b, GFP_KERNEL);
-                }
-            }
-            (st.timer.take(), qps)
+            (st.timer.take(), core::mem::take(&mut st.qps))
         };
         // Cancels the timer and waits for a running callback.
         drop(timer);
@@ -320,6 +323,7 @@ impl ConnCtx {
             self.inbox.lock().clear();
             return;
         }
+        self.counters.runs.fetch_add(1, Relaxed);
         let now = self.now();
         {
             let mut inbox = self.inbox.lock();
@@ -342,9 +346,7 @@ impl ConnCtx {
             b.sync_send(dev, conn);
         }
         self.drain_events(conn, qps);
-        if let Some(netdev) = dev.netdev() {
-            self.transmit(dev, &netdev, now, conn, qps, buf);
-        }
+        self.transmit(dev, &self.ndev, now, conn, qps, buf);
         self.drain_events(conn, qps);
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
@@ -383,7 +385,7 @@ impl ConnCtx {
         let tunnel = dev.data().net().tunnel();
         while let Some(t) = conn.poll_transmit(now, buf) {
             let plen = t.payload.map_or(0, |p| p.len() as usize);
-            let Ok(mut skb) = SkBuff::alloc_for_udp(netdev, t.len + plen, GFP_KERNEL) else {
+            let Ok(mut skb) = SkBuff::alloc_for_udp(netdev, t.len + plen, GFP_ATOMIC) else {
                 self.counters.tx_errors.fetch_add(1, Relaxed);
                 continue;
             };

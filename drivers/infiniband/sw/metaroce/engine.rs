@@ -16,6 +16,7 @@ use kernel::{
     new_mutex, new_spinlock_irq,
     prelude::*,
     sync::{
+        aref::ARef,
         atomic::{Atomic, Relaxed},
         Arc, Mutex, SpinLockIrq,
     },
@@ -24,7 +25,7 @@ use metaroce_proto::{wire::Header, Config, QpId, Stats};
 use rdma::{
     av::IpAddress,
     device::{Device, Registry},
-    netdev::NetDeviceId,
+    netdev::{NetDevice, NetDeviceId},
     qp::{Qp, QpAttributes},
     udp::Received,
 };
@@ -48,10 +49,11 @@ pub(crate) struct EngineCounters {
 
 /// The protocol counters summed over a device's connections, in this order:
 /// data packets sent, retransmitted, retransmission timeouts, ACKs sent, NAKs sent,
-/// duplicate data received, datagrams the core dropped, datagrams the inbox dropped.
-pub(crate) const TRANSPORT_COUNTERS: usize = 8;
+/// duplicate data received, datagrams the core dropped, datagrams the inbox dropped,
+/// runs of the connections' serialized context.
+pub(crate) const TRANSPORT_COUNTERS: usize = 9;
 
-fn transport_values(s: &Stats, inbox_drops: u64) -> [u64; TRANSPORT_COUNTERS] {
+fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_COUNTERS] {
     [
         s.tx_data,
         s.tx_retransmits,
@@ -61,6 +63,7 @@ fn transport_values(s: &Stats, inbox_drops: u64) -> [u64; TRANSPORT_COUNTERS] {
         s.rx_duplicates,
         s.rx_dropped,
         inbox_drops,
+        runs,
     ]
 }
 
@@ -88,6 +91,7 @@ pub(crate) struct Binding {
 pub(crate) struct Engine {
     registry: Arc<Registry<MetaRoceDriver>>,
     netdev: NetDeviceId,
+    ndev: ARef<NetDevice>,
     pub(crate) counters: Arc<NetCounters>,
     pub(crate) stats: EngineCounters,
     /// Taken in softirq context, hence IRQ-safe.
@@ -97,6 +101,18 @@ pub(crate) struct Engine {
     #[pin]
     bind_lock: Mutex<()>,
     next_id: Atomic<u32>,
+}
+
+/// The retransmission timer from the verbs "local ACK timeout" (`4.096 us << timeout`,
+/// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
+/// adaptive RTO never goes below a sixteenth of it (perftest's 14 gives 67 ms and
+/// 4.2 ms), so a slow host (an emulated VM) is not mistaken for a lossy network.
+fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
+    const DEFAULT: u8 = 14;
+    let t = if timeout == 0 { DEFAULT } else { timeout.min(24) };
+    let ns = 4096u64 << t;
+    let initial = ns.clamp(1_000_000, 1_000_000_000);
+    (initial, (ns / 16).clamp(100_000, 10_000_000))
 }
 
 fn ip(a: IpAddress) -> IpAddr {
@@ -109,15 +125,17 @@ fn ip(a: IpAddress) -> IpAddr {
 impl Engine {
     pub(crate) fn new(
         registry: Arc<Registry<MetaRoceDriver>>,
-        netdev: NetDeviceId,
+        netdev: &NetDevice,
         counters: Arc<NetCounters>,
     ) -> Result<Arc<Self>> {
         // Connection ids start at random, so a peer can tell a recreated device apart.
         let first = (rdma::random::u64() as u32).max(1);
+        let (id, ndev) = (netdev.id(), rdma::netdev::hold(netdev));
         Arc::pin_init(
             pin_init!(Self {
                 registry,
-                netdev,
+                netdev: id,
+                ndev,
                 counters,
                 stats: EngineCounters::new(),
                 conns <- new_spinlock_irq!(KVec::new()),
@@ -142,18 +160,21 @@ impl Engine {
             return;
         };
         let peer = rx.info().src.ip();
-        let conns = self.conns.lock();
-        let found = conns.iter().find(|c| {
-            if h.dst_conn != 0 {
-                c.local_id == h.dst_conn
-            } else {
-                c.peer == peer
-            }
-        });
+        let found = self
+            .conns
+            .lock()
+            .iter()
+            .find(|c| {
+                if h.dst_conn != 0 {
+                    c.local_id == h.dst_conn
+                } else {
+                    c.peer == peer
+                }
+            })
+            .cloned();
         match found {
             Some(c) => c.deliver(rx.into_owned()),
             None => {
-                drop(conns);
                 self.stats.rx_no_conn.fetch_add(1, Relaxed);
                 rx.discard();
             }
@@ -183,12 +204,16 @@ impl Engine {
                 cfg.paths = PATHS;
                 cfg.mtu = attrs.path_mtu.bytes();
                 cfg.retry_limit = attrs.retry_cnt.max(1);
+                let (initial, min) = rto_from_local_ack_timeout(attrs.timeout);
+                cfg.rto_initial_ns = initial;
+                cfg.rto_min_ns = min;
+                cfg.rto_max_ns = cfg.rto_max_ns.max(initial);
                 cfg.rnr_retry = attrs.rnr_retry;
                 // Acknowledge at the end of every batch of received datagrams (one run
                 // of the work item) rather than after a delay: the batch is the
                 // coalescing, and the wakeup a delay timer costs is what dominates.
                 cfg.ack_delay_ns = 0;
-                let c = ConnCtx::new(self.registry.clone(), self.netdev, id, ip(av.src), peer, cfg)?;
+                let c = ConnCtx::new(self.registry.clone(), self.ndev.clone(), id, ip(av.src), peer, cfg)?;
                 self.conns.lock().push(c.clone(), GFP_ATOMIC)?;
                 self.stats.conns_opened.fetch_add(1, Relaxed);
                 (c, true)
@@ -224,8 +249,8 @@ impl Engine {
             i.and_then(|i| conns.remove(i).ok())
         };
         conn.shutdown();
-        let (stats, drops) = conn.stats();
-        for (t, v) in self.stats.retired.iter().zip(transport_values(&stats, drops)) {
+        let (stats, drops, runs) = conn.stats();
+        for (t, v) in self.stats.retired.iter().zip(transport_values(&stats, drops, runs)) {
             t.fetch_add(v, Relaxed);
         }
         drop(removed);
@@ -244,8 +269,8 @@ impl Engine {
             }
         }
         for c in &live {
-            let (stats, drops) = c.stats();
-            for (s, v) in sum.iter_mut().zip(transport_values(&stats, drops)) {
+            let (stats, drops, runs) = c.stats();
+            for (s, v) in sum.iter_mut().zip(transport_values(&stats, drops, runs)) {
                 *s += v;
             }
         }

@@ -3,9 +3,10 @@
 //! Application memory for the protocol core: placement of received payloads and the
 //! gathering of payloads to send, always through a checked MR lookup.
 //!
-//! Every access looks its MR up again by key, PD and access right (`MrTable::lookup`),
-//! so a region deregistered while packets are in flight is never touched after
-//! `dereg_mr` returns. Keys come from packets (rkeys) or from user-written WQEs (lkeys):
+//! Every access looks its MR up again by key, PD and access right and runs while the
+//! MR is in its table (`MrTable::with_mr`), so a region deregistered while packets are
+//! in flight is never touched after `dereg_mr` returns, and this code may run in the
+//! receive softirq. Keys come from packets (rkeys) or from user-written WQEs (lkeys):
 //! nothing is trusted.
 
 use crate::bound::Bound;
@@ -44,8 +45,10 @@ fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, da
             continue;
         }
         let n = (len - skip).min(data.len() as u64) as usize;
-        let mr = dev.objects().mrs.lookup(sge.lkey, pd, Access::LOCAL_WRITE)?;
-        mr.write(sge.addr + skip, &data[..n])?;
+        let chunk = &data[..n];
+        dev.objects()
+            .mrs
+            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| mr.write(sge.addr + skip, chunk))?;
         data = &data[n..];
         skip = 0;
     }
@@ -76,8 +79,10 @@ pub(crate) fn gather(
             continue;
         }
         let n = (len - skip).min((out.len() - pos) as u64) as usize;
-        let mr = dev.objects().mrs.lookup(sge.lkey, pd, Access::LOCAL_READ)?;
-        mr.read(sge.addr + skip, &mut out[pos..pos + n])?;
+        let chunk = &mut out[pos..pos + n];
+        dev.objects()
+            .mrs
+            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.read(sge.addr + skip, chunk))?;
         pos += n;
         skip = 0;
     }
@@ -92,8 +97,9 @@ pub(crate) fn gather(
 /// inside it: the local protection check at post time.
 pub(crate) fn check_sges(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], access: Access) -> Result {
     for sge in sges.iter().filter(|s| s.length > 0) {
-        let mr = dev.objects().mrs.lookup(sge.lkey, pd, access)?;
-        mr.offset_of(sge.addr, u64::from(sge.length))?;
+        dev.objects().mrs.with_mr(sge.lkey, pd, access, |mr| {
+            mr.offset_of(sge.addr, u64::from(sge.length)).map(|_| ())
+        })?;
     }
     Ok(())
 }
@@ -125,8 +131,9 @@ pub(crate) fn gather_payload(
         }
         Payload::Mr { qp, rkey, va, .. } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
-            let mr = dev.objects().mrs.lookup(rkey, b.qp.pd(), Access::REMOTE_READ)?;
-            mr.read(va, out)
+            dev.objects()
+                .mrs
+                .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| mr.read(va, out))
         }
     }
 }
@@ -141,12 +148,10 @@ impl Memory for QpMemory<'_> {
                 if !b.access.contains(Access::REMOTE_WRITE) {
                     return Err(MemError::Access);
                 }
-                let mr = dev
-                    .objects()
+                dev.objects()
                     .mrs
-                    .lookup(rkey, pd, Access::REMOTE_WRITE)
-                    .map_err(|_| MemError::Access)?;
-                mr.write(va, data).map_err(|_| MemError::Access)
+                    .with_mr(rkey, pd, Access::REMOTE_WRITE, |mr| mr.write(va, data))
+                    .map_err(|_| MemError::Access)
             }
             Dest::Recv { wr_id, offset } => {
                 let sges = b.recv_sges(wr_id).map_err(|_| MemError::Operation)?;
@@ -167,14 +172,13 @@ impl Memory for QpMemory<'_> {
         if !b.access.contains(Access::REMOTE_READ) {
             return Err(MemError::Access);
         }
-        let mr = self
-            .dev
+        self.dev
             .objects()
             .mrs
-            .lookup(rkey, b.qp.pd(), Access::REMOTE_READ)
-            .map_err(|_| MemError::Access)?;
-        mr.offset_of(va, u64::from(len)).map_err(|_| MemError::Access)?;
-        Ok(())
+            .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| {
+                mr.offset_of(va, u64::from(len)).map(|_| ())
+            })
+            .map_err(|_| MemError::Access)
     }
 
     fn atomic(&mut self, qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
@@ -182,16 +186,18 @@ impl Memory for QpMemory<'_> {
         if !b.access.contains(Access::REMOTE_ATOMIC) {
             return Err(MemError::Access);
         }
-        let mr = self
-            .dev
-            .objects()
-            .mrs
-            .lookup(rkey, b.qp.pd(), Access::REMOTE_ATOMIC)
-            .map_err(|_| MemError::Access)?;
         let op = match op {
             AtomicOp::CompareSwap { compare, swap } => mr::AtomicOp::CompareSwap { compare, swap },
             AtomicOp::FetchAdd { add } => mr::AtomicOp::FetchAdd { add },
         };
-        mr.atomic(va, op).map_err(|e| if e == EINVAL { MemError::Invalid } else { MemError::Access })
+        // Alignment first: a misaligned address is an invalid request, not an access error.
+        if va & 7 != 0 {
+            return Err(MemError::Invalid);
+        }
+        self.dev
+            .objects()
+            .mrs
+            .with_mr(rkey, b.qp.pd(), Access::REMOTE_ATOMIC, |mr| mr.atomic(va, op))
+            .map_err(|_| MemError::Access)
     }
 }

@@ -64,6 +64,7 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"rx_duplicates"),
     CounterDesc::new(c"rx_dropped"),
     CounterDesc::new(c"rx_inbox_full"),
+    CounterDesc::new(c"conn_runs"),
     // Per namespace: shared by the devices of the device's namespace.
     CounterDesc::new(c"ns_rx_no_device"),
     CounterDesc::new(c"ns_rx_malformed"),
@@ -146,15 +147,10 @@ impl Demux {
 impl DatagramHandler for Demux {
     fn on_datagram(&self, rx: Received<'_>) {
         let id = rx.netdev().id();
-        // The engine is used under the lock: the last reference to it is never dropped
-        // in softirq context.
-        let devices = self.devices.lock();
-        match devices.iter().find(|(d, _)| *d == id) {
-            Some((_, e)) => e.receive(rx),
-            None => {
-                drop(devices);
-                rx.discard_unclaimed();
-            }
+        let engine = self.devices.lock().iter().find(|(d, _)| *d == id).map(|(_, e)| e.clone());
+        match engine {
+            Some(e) => e.receive(rx),
+            None => rx.discard_unclaimed(),
         }
     }
 }
@@ -195,7 +191,7 @@ impl DeviceNet {
         name: &CStr,
     ) -> Result<Self> {
         let counters = Arc::new(NetCounters::new(), GFP_KERNEL)?;
-        let engine = Engine::new(registry.clone(), netdev.id(), counters.clone())?;
+        let engine = Engine::new(registry.clone(), netdev, counters.clone())?;
         let tunnel = ctx.tunnels.open(netdev)?;
         let dir = ctx.debugfs.subdir(name);
         let xmit = KBox::pin_init(
@@ -256,7 +252,7 @@ impl DeviceNet {
             e.stats.qps_bound.load(Relaxed),
             e.stats.rx_no_conn.load(Relaxed),
             e.stats.rx_bad_header.load(Relaxed),
-            t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7],
+            t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
             ns.rx_unclaimed,
             ns.rx_malformed,
             ns.tx_no_route,

@@ -560,3 +560,40 @@ fn send_psn_set_at_rts_matches_the_peer() {
         assert_eq!(n.c[0].set_sq_psn(qp, 7), Err(PostError::Invalid));
     });
 }
+
+/// Both sides open with `peer_conn_id` 0 (OPEN), as the driver does, and the first
+/// flight is held in the network for many initial RTOs before it arrives.
+#[test]
+fn open_with_a_first_flight_held_past_many_rtos() {
+    big(|| {
+        let mut n = Net::new(8);
+        for (i, c) in n.c.iter_mut().enumerate() {
+            let mut cfg = *c.config();
+            cfg.local_conn_id = 0x11 * (i as u32 + 1);
+            cfg.peer_conn_id = 0;
+            cfg.ack_delay_ns = 0;
+            c.reset(cfg, Aimd::new(cfg.aimd), t0(), i as u64 + 1);
+        }
+        let qp = n.c[0].open_qp_psn(1, 2, 5, 9).unwrap();
+        n.c[1].open_qp_psn(2, 1, 9, 5).unwrap();
+        for id in 0..3 {
+            n.c[0].post_send(qp, write(id, 65536, 5)).unwrap();
+        }
+        let first = n.out(0);
+        assert!(!first.is_empty());
+        // 16 ms pass: retransmission timeouts fire, their packets are held too.
+        let mut held = first;
+        for ms in 1..=16 {
+            n.at(ms * 1000);
+            held.extend(n.out(0));
+        }
+        n.deliver(1, &held);
+        n.settle();
+        for ms in 17..=400 {
+            n.at(ms * 1000);
+            n.settle();
+        }
+        let c = n.completions(0);
+        assert_eq!(c.len(), 3, "{:?} {}", c, n.c[0].debug_state());
+    });
+}
