@@ -16,18 +16,21 @@ KTAP_TESTNO=0
 KTAP_PASS=0
 KTAP_FAIL=0
 KTAP_SKIP=0
+KTAP_XFAIL=0
 
 ktap_print_header() { echo "TAP version 13"; }
 ktap_set_plan() { echo "1..$1"; }
 ktap_print_msg() { echo "# $*"; }
 
-# ktap_result RESULT DESCRIPTION: RESULT is $KSFT_PASS, $KSFT_FAIL or $KSFT_SKIP.
+# ktap_result RESULT DESCRIPTION: RESULT is $KSFT_PASS, $KSFT_FAIL, $KSFT_XFAIL (a
+# known, documented failure) or $KSFT_SKIP.
 ktap_result() {
 	local rc=$1; shift
 	KTAP_TESTNO=$((KTAP_TESTNO + 1))
 	case $rc in
 	"$KSFT_PASS") echo "ok $KTAP_TESTNO $*"; KTAP_PASS=$((KTAP_PASS + 1));;
 	"$KSFT_SKIP") echo "ok $KTAP_TESTNO $* # SKIP"; KTAP_SKIP=$((KTAP_SKIP + 1));;
+	"$KSFT_XFAIL") echo "ok $KTAP_TESTNO $* # XFAIL"; KTAP_XFAIL=$((KTAP_XFAIL + 1));;
 	*) echo "not ok $KTAP_TESTNO $*"; KTAP_FAIL=$((KTAP_FAIL + 1));;
 	esac
 }
@@ -48,7 +51,7 @@ ktap_test() {
 }
 
 ktap_finished() {
-	echo "# Totals: pass:$KTAP_PASS fail:$KTAP_FAIL xfail:0 xpass:0 skip:$KTAP_SKIP error:0"
+	echo "# Totals: pass:$KTAP_PASS fail:$KTAP_FAIL xfail:$KTAP_XFAIL xpass:0 skip:$KTAP_SKIP error:0"
 	[ "$KTAP_FAIL" -eq 0 ]
 }
 
@@ -127,9 +130,26 @@ rdma_dev_gone() { ! rdma_dev_exists "$1"; }
 port_state() { rdma link show "$1/1" 2>/dev/null | sed -n 's/.* state \([A-Z_]*\).*/\1/p'; }
 
 # The device pair most tests use: mroce0 on vethA in $NSA, mroce1 on vethB in $NSB.
+# create_pair [TYPE]: TYPE is metaroce (the default) or rxe, the comparison peer.
 create_pair() {
-	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA || return 1
-	ip netns exec "$NSB" rdma link add mroce1 type metaroce netdev vethB || return 1
+	local type=${1:-metaroce}
+	ip netns exec "$NSA" rdma link add mroce0 type "$type" netdev vethA || return 1
+	ip netns exec "$NSB" rdma link add mroce1 type "$type" netdev vethB || return 1
+}
+
+# load_rdma_type TYPE: loads what create_pair TYPE needs (metaroce.ko or rdma_rxe).
+load_rdma_type() {
+	case $1 in
+	metaroce) load_metaroce;;
+	rxe) modprobe -a ib_core ib_uverbs veth rdma_rxe;;
+	*) echo "unknown device type '$1' (metaroce or rxe)" >&2; return 1;;
+	esac
+}
+
+# gid_index NS DEV ADDR: index of DEV's IPv4-mapped GID for ADDR (RoCE v2).
+gid_index() {
+	ip netns exec "$1" ibv_devinfo -v -d "$2" |
+		sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*::ffff:$3,.*/\1/p" | head -1
 }
 
 delete_pair() {
