@@ -597,3 +597,26 @@ fn open_with_a_first_flight_held_past_many_rtos() {
         assert_eq!(c.len(), 3, "{:?} {}", c, n.c[0].debug_state());
     });
 }
+
+/// A SEND much longer than the reassembly window (4 MiB in 1 KiB segments).
+#[test]
+fn long_send_completes() {
+    big(|| {
+        let mut n = Net::new(8);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        let rq = n.c[1].open_qp(2, 1).unwrap();
+        for id in 0..4 {
+            n.c[1].post_recv(rq, 100 + id, 4 << 20).unwrap();
+        }
+        for id in 0..4 {
+            n.c[0].post_send(qp, WorkRequest { wr_id: id, opcode: Opcode::Send, len: 4 << 20, ..Default::default() }).unwrap();
+        }
+        for ms in 1..=2000 {
+            n.settle();
+            n.at(ms * 100);
+        }
+        let c = n.completions(0);
+        assert_eq!(c.len(), 4, "{:?} {}", c, n.c[0].debug_state());
+        assert!(c.iter().all(|c| c.status == WcStatus::Success), "{:?}", c);
+    });
+}
