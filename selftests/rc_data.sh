@@ -79,15 +79,28 @@ results() { grep -E '^[[:space:]]*[0-9]+[[:space:]]+[0-9]+[[:space:]]+[0-9.]+' "
 # check_bw SIZES: the client printed a line for each of SIZES with a nonzero average
 # bandwidth (column 4, BW average[MB/sec]) or, below 1 KiB, where that rounds to 0.00
 # under TCG, a nonzero message rate (column 5, MsgRate[Mpps], which rounds to 0.000000
-# for the large sizes).
+# for the large sizes). When the host is loaded, perftest's clock estimate can fail
+# ("Correlation coefficient r^2: ... < 0.9", printed just before the row) and that row
+# reads 0.00: it is not held against the device, but some row must show bandwidth.
 check_bw() {
-	local size line
+	local size line n nonzero=0
 	for size in "$@"; do
 		line=$(results | awk -v s="$size" '$1 == s')
 		[ -n "$line" ] || { sed 's/^/#   cli: /' "$LOG/cli"; fail "no result for $size B"; return; }
-		echo "$line" | awk '{ exit !($1 < 1024 ? $5 > 0 : $4 > 0) }' \
-			|| { sed 's/^/#   cli: /' "$LOG/cli"; fail "zero bandwidth at $size B: $line"; return; }
+		if echo "$line" | awk '{ exit !($1 < 1024 ? $5 > 0 : $4 > 0) }'; then
+			nonzero=$((nonzero + 1))
+			continue
+		fi
+		n=$(grep -nE "^[[:space:]]*$size[[:space:]]" "$LOG/cli" | head -1 | cut -d: -f1)
+		if [ -n "$n" ] && [ "$n" -gt 1 ] && sed -n "$((n - 1))p" "$LOG/cli" | grep -q 'Correlation coefficient'; then
+			ktap_print_msg "perftest could not estimate its clock before the $size B row: not checked"
+			continue
+		fi
+		sed 's/^/#   cli: /' "$LOG/cli"
+		fail "zero bandwidth at $size B: $line"
+		return
 	done
+	[ $nonzero -gt 0 ] || { fail "no row with a nonzero bandwidth"; return; }
 	ktap_print_msg "$(results | awk 'NR == 1 || $1 == 65536 || $1 == 1048576 || $1 == 8388608 {
 		printf "%s B: %s MB/s %s Mpps; ", $1, $4, $5 }')"
 	return $KSFT_PASS
