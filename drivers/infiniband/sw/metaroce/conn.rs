@@ -263,14 +263,19 @@ impl ConnCtx {
         Ok(id)
     }
 
-    /// The QP entered RTS with its send PSN (and possibly new rights).
-    pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId, sq_psn: u32) {
+    /// The QP entered RTS: its send PSN, retry counts and ACK timeout are known now
+    /// (the last QP to enter RTS sets the connection's retransmission timer).
+    pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
-        let access = match st.qps.get(id.index()).and_then(Option::as_ref) {
-            Some(b) => b.qp.attributes().access,
+        let attrs = match st.qps.get(id.index()).and_then(Option::as_ref) {
+            Some(b) => b.qp.attributes(),
             None => return,
         };
-        let _ = st.conn.set_sq_psn(id, sq_psn);
+        let access = attrs.access;
+        let _ = st.conn.set_sq_psn(id, attrs.sq_psn);
+        let _ = st.conn.set_rnr_retry(id, attrs.rnr_retry);
+        let (initial, min) = crate::engine::rto_from_local_ack_timeout(attrs.timeout);
+        st.conn.set_retransmission(attrs.retry_cnt.max(1), initial, min);
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.access = access;
         }

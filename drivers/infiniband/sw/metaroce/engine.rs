@@ -107,7 +107,7 @@ pub(crate) struct Engine {
 /// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
 /// adaptive RTO never goes below a sixteenth of it (perftest's 14 gives 67 ms and
 /// 4.2 ms), so a slow host (an emulated VM) is not mistaken for a lossy network.
-fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
+pub(crate) fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
     const DEFAULT: u8 = 14;
     let t = if timeout == 0 { DEFAULT } else { timeout.min(24) };
     let ns = 4096u64 << t;
@@ -203,12 +203,14 @@ impl Engine {
                 let mut cfg = Config::new(id);
                 cfg.paths = PATHS;
                 cfg.mtu = attrs.path_mtu.bytes();
-                cfg.retry_limit = attrs.retry_cnt.max(1);
+                // `retry_cnt`, `rnr_retry` and `timeout` are RTS attributes: these
+                // are defaults until the QP gets there (ConnCtx::ready_to_send).
+                cfg.retry_limit = attrs.retry_cnt.max(7);
                 let (initial, min) = rto_from_local_ack_timeout(attrs.timeout);
                 cfg.rto_initial_ns = initial;
                 cfg.rto_min_ns = min;
                 cfg.rto_max_ns = cfg.rto_max_ns.max(initial);
-                cfg.rnr_retry = attrs.rnr_retry;
+                cfg.rnr_retry = 7;
                 // Acknowledge at the end of every batch of received datagrams (one run
                 // of the work item) rather than after a delay: the batch is the
                 // coalescing, and the wakeup a delay timer costs is what dominates.

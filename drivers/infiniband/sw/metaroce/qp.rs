@@ -103,7 +103,7 @@ pub(crate) fn on_modified(
         }
         QpState::Rts => {
             if let Some(b) = qp.data().binding() {
-                b.conn.ready_to_send(dev, b.id, qp.attributes().sq_psn);
+                b.conn.ready_to_send(dev, b.id);
             }
         }
         // Entering the error state completes every outstanding work request with

@@ -163,9 +163,9 @@ impl<C: CongestionControl> Connection<C> {
             p.inflight.mark_lost(nak.psn);
         }
         self.rearm_rto(pi, now, false);
-        let rnr_retry = self.cfg.rnr_retry;
         let qi = usize::from(s.chunk.qp);
         let Some(q) = self.qps.get_mut(qi) else { return };
+        let rnr_retry = q.rnr_retry;
         let Some(w) = q.sq_slot_mut(s.chunk.msn) else { return };
         let err = match nak.code {
             NakCode::Rnr => {

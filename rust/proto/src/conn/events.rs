@@ -80,7 +80,7 @@ impl<C: CongestionControl> Connection<C> {
             let r = *q.rq.get(q.rq_head as usize % MAX_RECV_WR)?;
             let done = match (r.done, q.error) {
                 (Some((op, len, imm)), _) => Some((WcStatus::Success, op, len, imm)),
-                (None, Some(_)) => Some((WcStatus::WrFlushErr, WcOpcode::Recv, 0, None)),
+                (None, Some(_)) => Some((q.resp_err.take().unwrap_or(WcStatus::WrFlushErr), WcOpcode::Recv, 0, None)),
                 (None, None) => None,
             };
             if let Some((status, opcode, byte_len, imm)) = done {

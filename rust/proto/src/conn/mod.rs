@@ -474,7 +474,25 @@ impl<C: CongestionControl> Connection<C> {
         q.deliver_msn = peer_msn;
         q.next_resp_ssn = peer_rssn;
         q.resp_acked.reset(peer_rssn);
+        q.rnr_retry = self.cfg.rnr_retry;
         Ok(QpId(i as u16))
+    }
+
+    /// Changes the retransmission settings (verbs `retry_cnt` and the local ACK
+    /// timeout arrive at RTS, after the connection exists); out-of-range values
+    /// are clamped as [`Config::sanitized`] does.
+    pub fn set_retransmission(&mut self, retry_limit: u8, rto_initial_ns: u64, rto_min_ns: u64) {
+        self.cfg.retry_limit = retry_limit;
+        self.cfg.rto_initial_ns = rto_initial_ns;
+        self.cfg.rto_min_ns = rto_min_ns.max(1_000);
+        self.cfg.rto_max_ns = self.cfg.rto_max_ns.max(self.cfg.rto_min_ns).max(rto_initial_ns);
+    }
+
+    /// Sets the RNR retries of a QP's work requests (verbs `rnr_retry`; 7 is
+    /// unlimited), which QPs sharing a connection may set differently.
+    pub fn set_rnr_retry(&mut self, qp: QpId, rnr_retry: u8) -> Result<(), PostError> {
+        self.active_qp(qp)?.rnr_retry = rnr_retry.min(7);
+        Ok(())
     }
 
     /// Sets the send PSN of a QP bound at RTR before verbs knew it: the `sq_psn`

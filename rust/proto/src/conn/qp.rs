@@ -133,6 +133,11 @@ pub(crate) struct Qp {
     pub(crate) local_qpn: u32,
     pub(crate) remote_qpn: u32,
     pub(crate) error: Option<WcStatus>,
+    /// The status of the first receive flushed after a responder error (a SEND longer
+    /// than its receive buffer: `LocLenErr`).
+    pub(crate) resp_err: Option<WcStatus>,
+    /// RNR retries per work request (verbs `rnr_retry`, 7 = unlimited).
+    pub(crate) rnr_retry: u8,
     pub(crate) error_reported: bool,
 
     // Requester.
@@ -231,6 +236,8 @@ impl Qp {
             local_qpn: 0,
             remote_qpn: 0,
             error: None,
+            resp_err: None,
+            rnr_retry: 7,
             error_reported: false,
             sq <- init_array_from_fn(|_| SendWr::default()),
             sq_head: 0,
@@ -263,6 +270,8 @@ impl Qp {
             local_qpn: 0,
             remote_qpn: 0,
             error: None,
+            resp_err: None,
+            rnr_retry: 7,
             error_reported: false,
             sq: [SendWr::default(); MAX_SEND_WR],
             sq_head: 0,
@@ -293,6 +302,8 @@ impl Qp {
         self.local_qpn = 0;
         self.remote_qpn = 0;
         self.error = None;
+        self.resp_err = None;
+        self.rnr_retry = 7;
         self.error_reported = false;
         self.sq.iter_mut().for_each(|w| *w = SendWr::default());
         self.sq_head = 0;

@@ -267,12 +267,21 @@ impl<C: CongestionControl> Connection<C> {
         match *ext {
             DataExt::Send { rsn, total_len, imm } => {
                 let Some(wqe) = recv_wqe(q, rsn) else { return Seg::Nak(NakCode::Rnr) };
-                if !in_msg(total_len) || total_len > wqe.len {
+                if !in_msg(total_len) {
+                    return Seg::Nak(NakCode::InvalidRequest);
+                }
+                // The receive is consumed with a length error and the responder QP
+                // fails (IB: IBV_WC_LOC_LEN_ERR here, REM_INV_REQ at the requester).
+                //= Documentation/metaroce/spec.rst#responder-errors
+                if total_len > wqe.len {
+                    q.resp_err = Some(WcStatus::LocLenErr);
+                    q.fail(WcStatus::LocLenErr);
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
                 let dest = Dest::Recv { wr_id: wqe.wr_id, offset: s.offset };
                 if !payload.is_empty() {
                     if let Err(e) = mem.place(qp, dest, payload) {
+                        q.fail(WcStatus::LocProtErr);
                         return Seg::Nak(nak_of(e));
                     }
                 }
@@ -290,6 +299,9 @@ impl<C: CongestionControl> Connection<C> {
                 if !payload.is_empty() {
                     let dest = Dest::Remote { rkey, va: va.wrapping_add(u64::from(s.offset)) };
                     if let Err(e) = mem.place(qp, dest, payload) {
+                        // The responder QP fails too.
+                        //= Documentation/metaroce/spec.rst#responder-errors
+                        q.fail(WcStatus::RemAccessErr);
                         return Seg::Nak(nak_of(e));
                     }
                 }
@@ -451,6 +463,12 @@ impl<C: CongestionControl> Connection<C> {
                             Ok(()) => r.nsegs = super::segments(m.len, mtu),
                             Err(e) => r.status = status_of(e),
                         }
+                    }
+                    // The error response still goes out (responses are sent in any
+                    // state); the responder QP fails.
+                    //= Documentation/metaroce/spec.rst#responder-errors
+                    if r.status != crate::wire::Status::Ok {
+                        q.fail(WcStatus::RemAccessErr);
                     }
                     q.next_resp_ssn = q.next_resp_ssn.wrapping_add(r.nsegs);
                     if let Some(slot) = q.responses.get_mut(q.resp_tail as usize % MAX_RESPONSES) {

@@ -232,10 +232,11 @@ fn nak_for_resolved_packet_is_ignored() {
 fn nak_queue_overflow_is_counted() {
     big(|| {
         let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        // One bad WRITE per QP: a responder QP fails after its first refusal.
         for id in 0..12 {
-            n.c[0].post_send(qp, write(id, 100, 0xBAD)).unwrap();
+            let qp = n.c[0].open_qp(100 + id, 200 + id).unwrap();
+            n.c[1].open_qp(200 + id, 100 + id).unwrap();
+            n.c[0].post_send(qp, write(u64::from(id), 100, 0xBAD)).unwrap();
         }
         let pkts = n.out(0);
         assert!(pkts.len() >= 10);
@@ -618,5 +619,24 @@ fn long_send_completes() {
         let c = n.completions(0);
         assert_eq!(c.len(), 4, "{:?} {}", c, n.c[0].debug_state());
         assert!(c.iter().all(|c| c.status == WcStatus::Success), "{:?}", c);
+    });
+}
+
+// spec: MR-CMP-8
+#[test]
+fn responder_fails_on_a_send_longer_than_its_receive() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        let rq = n.c[1].open_qp(2, 1).unwrap();
+        n.c[1].post_recv(rq, 50, 64).unwrap();
+        n.c[1].post_recv(rq, 51, 64).unwrap();
+        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.settle();
+        let req = n.completions(0);
+        assert_eq!((req.len(), req[0].status), (1, WcStatus::RemInvReqErr));
+        let resp = n.completions(1);
+        let got: Vec<_> = resp.iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(got, [(50, WcStatus::LocLenErr), (51, WcStatus::WrFlushErr)]);
     });
 }
