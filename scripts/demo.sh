@@ -32,16 +32,29 @@ pair() {
 	ip netns exec "$NSA" timeout 120 "$tool" -d mroce0 "$@" 198.18.0.2
 	wait $spid
 }
-echo "=== ibv_rc_pingpong: 100 exchanges of 64 KiB, content validated (-c)"
-pair ibv_rc_pingpong -g "$gid" -s 65536 -n 100 -c | tail -2
-echo "=== ib_write_bw 64 KiB, 3 s"
-pair ib_write_bw -x "$gid" -F --report_gbits -s 65536 -D 3 | sed -n "/#bytes/,/^-/p"
-echo "=== ib_send_lat 2 B"
-pair ib_send_lat -x "$gid" -F -s 2 -n 500 | sed -n "/#bytes/,/^-/p"
+set +e
+failed=0
+# show TITLE TOOL ARGS...: runs a pair and prints its result lines, or why it failed.
+show() {
+	local title=$1; shift
+	echo "=== $title"
+	pair "$@" > /tmp/demo-cli.out 2>&1
+	local rc=$?
+	grep -E "bytes in|iters in|^ *#bytes|^ *[0-9]+ +[0-9]+ " /tmp/demo-cli.out
+	if [ $rc -ne 0 ]; then
+		echo "FAILED (exit $rc):"; tail -5 /tmp/demo-cli.out; failed=1
+	fi
+}
+show "ibv_rc_pingpong: 100 exchanges of 64 KiB, content validated (-c)" \
+	ibv_rc_pingpong -g "$gid" -s 65536 -n 100 -c
+show "ib_write_bw 64 KiB, 3 s" ib_write_bw -x "$gid" -F --report_gbits -s 65536 -D 3
+show "ib_read_bw 64 KiB, 3 s" ib_read_bw -x "$gid" -F --report_gbits -s 65536 -D 3
+show "ib_send_lat 2 B" ib_send_lat -x "$gid" -F -s 2 -n 500
 echo "=== rdma statistic show link mroce0/1"
 rdma statistic show link mroce0/1
 rdma link del mroce0; rdma link del mroce1
 cleanup_all_ns
 rmmod metaroce
 echo "=== demo done"
+exit $failed
 '
