@@ -49,7 +49,7 @@ show "ibv_rc_pingpong: 100 exchanges of 64 KiB, content validated (-c)" \
 	ibv_rc_pingpong -g "$gid" -s 65536 -n 100 -c
 show "ib_write_bw 64 KiB, 3 s" ib_write_bw -x "$gid" -F --report_gbits -s 65536 -D 3
 show "ib_read_bw 64 KiB, 3 s" ib_read_bw -x "$gid" -F --report_gbits -s 65536 -D 3
-show "ib_send_lat 2 B" ib_send_lat -x "$gid" -F -s 2 -n 500
+show "ib_send_lat 2 B, 200 iterations" ib_send_lat -x "$gid" -F -s 2 -n 200
 echo "=== rdma statistic show link mroce0/1"
 rdma statistic show link mroce0/1
 rdma link del mroce0; rdma link del mroce1

@@ -230,10 +230,10 @@ impl Bound {
                 status,
                 ..WorkCompletion::flushed(wr_id, opcode, self.qp.qpn())
             };
-            let _ = self.qp.send_cq().push(&wc, false);
             self.qp.sq_advance();
             self.sq_seq += 1;
             self.sq_done += 1;
+            let _ = self.qp.send_cq().push(&wc, false);
             self.fail(conn);
             break;
         }
@@ -300,9 +300,11 @@ impl Bound {
                     pkey_index: 0,
                     port_num: 1,
                 };
-                let _ = self.qp.recv_cq().push(&wc, false);
+                // The slot is released before the completion is visible, as rdma_rxe
+                // does: an application that reposts on seeing it finds room.
                 self.qp.rq_advance();
                 self.rq_done += 1;
+                let _ = self.qp.recv_cq().push(&wc, false);
             }
             _ => {
                 if c.wr_id != self.sq_done {
@@ -311,6 +313,9 @@ impl Bound {
                 }
                 let i = (c.wr_id % MAX_SEND_WR as u64) as usize;
                 let slot = self.send_slots.get(i).copied().unwrap_or_default();
+                // Release the ring slot first (see the receive case above).
+                self.qp.sq_advance();
+                self.sq_done += 1;
                 if slot.signaled || status != WcStatus::Success {
                     let wc = WorkCompletion {
                         wr_id: slot.wr_id,
@@ -326,8 +331,6 @@ impl Bound {
                     };
                     let _ = self.qp.send_cq().push(&wc, false);
                 }
-                self.qp.sq_advance();
-                self.sq_done += 1;
             }
         }
     }
