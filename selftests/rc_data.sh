@@ -80,8 +80,8 @@ results() { grep -E '^[[:space:]]*[0-9]+[[:space:]]+[0-9]+[[:space:]]+[0-9.]+' "
 # bandwidth (column 4, BW average[MB/sec]) or, below 1 KiB, where that rounds to 0.00
 # under TCG, a nonzero message rate (column 5, MsgRate[Mpps], which rounds to 0.000000
 # for the large sizes). When the host is loaded, perftest's clock estimate can fail
-# ("Correlation coefficient r^2: ... < 0.9", printed just before the row) and that row
-# reads 0.00: it is not held against the device, but some row must show bandwidth.
+# ("Correlation coefficient r^2: ... < 0.9", on stderr) and a row reads 0.00: zero rows
+# of such a run are not held against the device, but some row must show bandwidth.
 check_bw() {
 	local size line n nonzero=0
 	for size in "$@"; do
@@ -91,9 +91,10 @@ check_bw() {
 			nonzero=$((nonzero + 1))
 			continue
 		fi
-		n=$(grep -nE "^[[:space:]]*$size[[:space:]]" "$LOG/cli" | head -1 | cut -d: -f1)
-		if [ -n "$n" ] && [ "$n" -gt 1 ] && sed -n "$((n - 1))p" "$LOG/cli" | grep -q 'Correlation coefficient'; then
-			ktap_print_msg "perftest could not estimate its clock before the $size B row: not checked"
+		# The warning goes to stderr, so where it lands among the rows varies: any
+		# such warning excuses zero rows (a nonzero row is still required below).
+		if grep -q 'Correlation coefficient' "$LOG/cli"; then
+			ktap_print_msg "perftest could not estimate its clock during the run: the $size B row is not checked"
 			continue
 		fi
 		sed 's/^/#   cli: /' "$LOG/cli"
