@@ -32,7 +32,7 @@ use kernel::{
 };
 use metaroce_proto::{
     constants::{MAX_QPS, MIN_TRANSMIT_BUF, UDP_PORT},
-    Config, Connection, Event, Instant as CoreInstant, QpId, Stats,
+    Config, Connection, Event, Instant as CoreInstant, QpId, Stats, Transmit,
 };
 use rdma::{
     device::{Device, Registry},
@@ -52,9 +52,6 @@ const MIN_TIMER_NS: u64 = 1_000;
 /// Counters of one connection's driver side.
 pub(crate) struct ConnCounters {
     pub(crate) inbox_drops: Atomic<u64>,
-    pub(crate) tx_packets: Atomic<u64>,
-    pub(crate) tx_errors: Atomic<u64>,
-    pub(crate) gather_errors: Atomic<u64>,
     /// Runs of the serialized context.
     pub(crate) runs: Atomic<u64>,
 }
@@ -63,9 +60,6 @@ impl ConnCounters {
     fn new() -> Self {
         Self {
             inbox_drops: Atomic::new(0),
-            tx_packets: Atomic::new(0),
-            tx_errors: Atomic::new(0),
-            gather_errors: Atomic::new(0),
             runs: Atomic::new(0),
         }
     }
@@ -387,30 +381,15 @@ impl ConnCtx {
         qps: &mut [Option<Bound>],
         buf: &mut [u8],
     ) {
-        let tunnel = dev.data().net().tunnel();
+        let net = dev.data().net();
         while let Some(t) = conn.poll_transmit(now, buf) {
-            let plen = t.payload.map_or(0, |p| p.len() as usize);
-            let Ok(mut skb) = SkBuff::alloc_for_udp(netdev, t.len + plen, GFP_ATOMIC) else {
-                self.counters.tx_errors.fetch_add(1, Relaxed);
+            // A packet that cannot be built (no memory, or its local buffer went away
+            // with a deregistered MR) is not sent and counts as `tx_errors`: nothing
+            // goes out that is not the application's data, and the core retransmits.
+            let Ok(skb) = Self::build(dev, netdev, qps, &buf[..t.len], &t) else {
+                net.count_tx(Err(ENOMEM), 0);
                 continue;
             };
-            if skb.append(&buf[..t.len]).is_err() {
-                self.counters.tx_errors.fetch_add(1, Relaxed);
-                continue;
-            }
-            if let Some(p) = &t.payload {
-                let ok = match skb.put(plen) {
-                    Ok(out) => gather_payload(dev, qps, p, out).is_ok(),
-                    Err(_) => false,
-                };
-                if !ok {
-                    // The local buffer went away (deregistered MR): nothing is sent
-                    // that was not the application's data. The core retransmits; a
-                    // persistent failure ends in a retry error.
-                    self.counters.gather_errors.fetch_add(1, Relaxed);
-                    continue;
-                }
-            }
             let to = Destination {
                 src: self.src,
                 dst: self.peer,
@@ -419,12 +398,25 @@ impl ConnCtx {
                 ecn: Ecn::Ect0,
             };
             let len = skb.len();
-            let ret = tunnel.send(netdev, &to, skb);
-            dev.data().net().count_tx(ret, len);
-            if ret.is_ok() {
-                self.counters.tx_packets.fetch_add(1, Relaxed);
-            }
+            net.count_tx(net.tunnel().send(netdev, &to, skb), len);
         }
+    }
+
+    /// The datagram of `t`: the headers, then the payload gathered from local memory.
+    fn build(
+        dev: &Device<MetaRoceDriver>,
+        netdev: &NetDevice,
+        qps: &mut [Option<Bound>],
+        headers: &[u8],
+        t: &Transmit,
+    ) -> Result<SkBuff> {
+        let plen = t.payload.map_or(0, |p| p.len() as usize);
+        let mut skb = SkBuff::alloc_for_udp(netdev, headers.len() + plen, GFP_ATOMIC)?;
+        skb.append(headers)?;
+        if let Some(p) = &t.payload {
+            gather_payload(dev, qps, p, skb.put(plen)?)?;
+        }
+        Ok(skb)
     }
 
     /// Arms the timer at the core's next deadline, if it changed.

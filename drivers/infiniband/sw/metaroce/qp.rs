@@ -12,10 +12,7 @@ use crate::engine::Binding;
 use kernel::{
     new_spinlock,
     prelude::*,
-    sync::{
-        atomic::{Atomic, Relaxed},
-        Arc, SpinLock,
-    },
+    sync::{Arc, SpinLock},
 };
 use rdma::{
     device::{Device, Mtu},
@@ -24,8 +21,6 @@ use rdma::{
 
 /// The driver's state of one QP.
 pub(crate) struct MetaRoceQp {
-    /// Send doorbells rung.
-    doorbells: Atomic<u64>,
     /// The connection the QP is bound to, from RTR until RESET or destroy.
     binding: Pin<KBox<SpinLock<Option<Binding>>>>,
 }
@@ -33,15 +28,8 @@ pub(crate) struct MetaRoceQp {
 impl MetaRoceQp {
     pub(crate) fn new(_init: &QpInit) -> Result<Self> {
         Ok(Self {
-            doorbells: Atomic::new(0),
             binding: KBox::pin_init(new_spinlock!(None), GFP_KERNEL)?,
         })
-    }
-
-    /// Send doorbells rung so far.
-    #[expect(dead_code)]
-    pub(crate) fn doorbells(&self) -> u64 {
-        self.doorbells.load(Relaxed)
     }
 
     fn binding(&self) -> Option<Binding> {
@@ -124,7 +112,6 @@ pub(crate) fn on_modified(
 /// The send doorbell: the QP is in RTS or later; its connection picks up the new
 /// WQEs right away. Unbound QPs in the error state flush them.
 pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
-    qp.data().doorbells.fetch_add(1, Relaxed);
     match qp.data().binding() {
         Some(b) => b.conn.run(dev),
         None => {
