@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The RC data path through stock tools, server in one namespace and client in the
-# other over veth: ibv_rc_pingpong (SEND, with content validation at 1 MiB), perftest
+# other over veth: ibv_rc_pingpong (SEND, with content validation at 1 MiB),
+# ibv_srq_pingpong (16 and 4 QPs receiving from one shared receive queue), perftest
 # WRITE, READ and SEND bandwidth over every size from 2 B to 8 MiB, then at 256 KiB
 # with 4 QPs and bidirectional, their latency tests, and the atomics (CMP_AND_SWAP,
 # FETCH_AND_ADD).
@@ -47,7 +48,7 @@ listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
 pair() {
 	local tool=$1; shift
 	local gflag=-x srv rc_srv rc_cli start=$SECONDS
-	[ "$tool" = ibv_rc_pingpong ] && gflag=-g
+	case $tool in ibv_*_pingpong) gflag=-g ;; esac
 	next_port
 	ip netns exec "$NSA" timeout $TO "$tool" -d mroce0 $gflag "$GA" -p $PORT "$@" \
 		> "$LOG/srv" 2>&1 &
@@ -140,6 +141,18 @@ test_pingpong_1m_check() {
 	return $KSFT_PASS
 }
 
+# test_srq_pingpong ITERS ARGS...: ibv_srq_pingpong, its QPs (16 by default) sharing
+# one SRQ on each side, with content validation.
+test_srq_pingpong() {
+	local n=$1; shift
+	pair ibv_srq_pingpong -n "$n" -c "$@" || return
+	grep -q "$n iters in" "$LOG/cli" && grep -q "$n iters in" "$LOG/srv" \
+		|| { fail "$n iterations not completed"; return; }
+	grep -qi 'invalid data\|mismatch\|Failed status' "$LOG/cli" "$LOG/srv" && { fail "content check failed"; return; }
+	ktap_print_msg "$(grep 'bytes in' "$LOG/cli")"
+	return $KSFT_PASS
+}
+
 # bw TOOL ARGS...: bandwidth over every size (-a) unless ARGS give a size.
 bw_all() { pair "$@" -a -n 5 -F && check_bw $ALL_SIZES; }
 # With 4 QPs or both directions, -a takes minutes under TCG: one size, more messages.
@@ -151,7 +164,7 @@ atomic_bw() { pair ib_atomic_bw -A "$1" -n 200 -F && check_bw 8; }
 atomic_lat() { pair ib_atomic_lat -A "$1" -n 100 -F && check_lat 8 100; }
 
 ktap_print_header
-ktap_set_plan 22
+ktap_set_plan 25
 if ! setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -159,12 +172,16 @@ fi
 ktap_print_msg "device type $MROCE_TYPE; GID index $GA on mroce0, $GB on mroce1"
 ktap_test "ibv_rc_pingpong: 1000 SEND exchanges of 4 KiB (the defaults)" test_pingpong
 ktap_test "ibv_rc_pingpong: 20 exchanges of 1 MiB with content validation (-c)" test_pingpong_1m_check
+ktap_test "ibv_srq_pingpong: 16 QPs on one SRQ, 200 exchanges of 4 KiB (-c)" test_srq_pingpong 200
+ktap_test "ibv_srq_pingpong: 4 QPs on one SRQ of 8, 30 exchanges of 64 KiB (-c)" \
+	test_srq_pingpong 30 -q 4 -r 8 -s 65536
 ktap_test "ib_write_bw: 2 B .. 8 MiB (-a)" bw_all ib_write_bw
 ktap_test "ib_read_bw: 2 B .. 8 MiB (-a)" bw_all ib_read_bw
 ktap_test "ib_send_bw: 2 B .. 8 MiB (-a)" bw_all ib_send_bw
 ktap_test "ib_write_bw: 4 QPs, 256 KiB" bw_q4 ib_write_bw
 ktap_test "ib_read_bw: 4 QPs, 256 KiB" bw_q4 ib_read_bw
 ktap_test "ib_send_bw: 4 QPs, 256 KiB" bw_q4 ib_send_bw
+ktap_test "ib_send_bw: 4 QPs receiving from one SRQ (--use-srq), 256 KiB" bw_q4 ib_send_bw --use-srq
 ktap_test "ib_write_bw: bidirectional, 256 KiB" bw_bidir ib_write_bw
 ktap_test "ib_read_bw: bidirectional, 256 KiB" bw_bidir ib_read_bw
 ktap_test "ib_send_bw: bidirectional, 256 KiB" bw_bidir ib_send_bw

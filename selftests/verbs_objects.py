@@ -2,12 +2,13 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Verbs objects of a metaroce device through stock rdma-core (the rxe provider) and
-# pyverbs: PD, MR, CQ, RC QP, AH. One case per invocation, run by verbs_objects.sh:
+# pyverbs: PD, MR, CQ, RC QP, AH, SRQ. One case per invocation, run by verbs_objects.sh:
 #   verbs_objects.py CASE DEV [PEER_DEV]
 # Exits 0 on success; prints why and exits 1 on failure.
 
 import errno
 import sys
+import time
 
 import pyverbs.enums as e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
@@ -17,6 +18,7 @@ from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+from pyverbs.srq import SRQ, SrqAttr, SrqInitAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 
@@ -286,6 +288,77 @@ def case_flush(dev, peer_dev):
     check(npolled == 0, 'extra completions')
 
 
+def poll_until(cq, want, seconds=30):
+    """Completions from cq until want arrived or seconds passed (the VM is slow)."""
+    wcs, end = [], time.monotonic() + seconds
+    while len(wcs) < want and time.monotonic() < end:
+        n, got = cq.poll(want - len(wcs))
+        wcs += got[:n]
+        if n == 0:
+            time.sleep(0.01)
+    return wcs
+
+
+def async_event(ctx, want, what):
+    ev = ctx.get_async_event()
+    check(ev.event_type == want, f'{what}: async event {ev.event_type}, want {want}')
+    ev.ack()
+
+
+def case_srq(dev, peer_dev):
+    a, b = Side(dev), Side(peer_dev)
+    d = b.ctx.query_device()
+    check(d.max_srq > 0 and d.max_srq_wr > 0 and d.max_srq_sge > 0,
+          f'max_srq {d.max_srq} max_srq_wr {d.max_srq_wr} max_srq_sge {d.max_srq_sge}')
+    refused(errno.EINVAL, lambda: SRQ(b.pd, SrqInitAttr(SrqAttr(max_wr=d.max_srq_wr + 1))),
+            'max_wr above max_srq_wr')
+    refused(errno.EINVAL, lambda: SRQ(b.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=d.max_srq_sge + 1))),
+            'max_sge above max_srq_sge')
+    srq = SRQ(b.pd, SrqInitAttr(SrqAttr(max_wr=16, max_sge=2)))
+    q = srq.query()
+    check(q.max_wr >= 16 and q.max_sge >= 2 and q.srq_limit == 0,
+          f'query_srq: max_wr {q.max_wr} max_sge {q.max_sge} limit {q.srq_limit}')
+    refused(errno.EOPNOTSUPP, lambda: srq.modify(SrqAttr(max_wr=64), e.IBV_SRQ_MAX_WR), 'SRQ resize')
+    refused(errno.EINVAL, lambda: srq.modify(SrqAttr(srq_limit=q.max_wr + 1), e.IBV_SRQ_LIMIT),
+            'limit above max_wr')
+    srq.modify(SrqAttr(srq_limit=4), e.IBV_SRQ_LIMIT)
+    check(srq.query().srq_limit == 4, 'limit not armed')
+    # B's QP receives from the SRQ: no receive ring of its own.
+    b.qp.close()
+    cap = QPCap(max_send_wr=16, max_recv_wr=0, max_send_sge=1, max_recv_sge=0)
+    b.qp = QP(b.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=b.cq, rcq=b.cq, srq=srq, cap=cap, sq_sig_all=1))
+    for i in range(8):
+        srq.post_recv(RecvWR(wr_id=300 + i, num_sge=1, sg=[SGE(b.mr.buf + 64 * i, 64, b.mr.lkey)]))
+    to_init(a)
+    to_init(b)
+    a.qp.modify(rtr_attr(a, b, 0x1234), RTR_MASK)
+    b.qp.modify(rtr_attr(b, a, 0x4321), RTR_MASK)
+    to_rts(a, 0x4321)
+    to_rts(b, 0x1234)
+    n = 5
+    for i in range(n):
+        a.mr.write(bytes([i + 1]) * 32, 32, 2048 + 32 * i)
+        a.qp.post_send(SendWR(wr_id=i, opcode=e.IBV_WR_SEND, num_sge=1,
+                              sg=[SGE(a.mr.buf + 2048 + 32 * i, 32, a.mr.lkey)]))
+    wa = poll_until(a.cq, n)
+    check(len(wa) == n and all(w.status == e.IBV_WC_SUCCESS for w in wa),
+          f'sends: {[(w.wr_id, w.status) for w in wa]}')
+    wb = poll_until(b.cq, n)
+    got = [(w.wr_id, w.status, w.opcode, w.byte_len, w.qp_num) for w in wb]
+    want = [(300 + i, e.IBV_WC_SUCCESS, e.IBV_WC_RECV, 32, b.qp.qp_num) for i in range(n)]
+    check(got == want, f'receives: got {got}, want {want}')
+    for i in range(n):
+        check(b.mr.read(32, 64 * i) == bytes([i + 1]) * 32, f'receive {i}: wrong bytes')
+    # 3 WQEs left, below the limit of 4: the event fires once and disarms the limit.
+    async_event(b.ctx, e.IBV_EVENT_SRQ_LIMIT_REACHED, 'SRQ below its limit')
+    check(srq.query().srq_limit == 0, 'limit still armed after its event')
+    # In ERR the QP takes no more WQEs: LAST_WQE_REACHED, and the SRQ's WQEs stay there.
+    b.qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
+    async_event(b.ctx, e.IBV_EVENT_QP_LAST_WQE_REACHED, 'SRQ QP in ERR')
+    npolled, _ = b.cq.poll(1)
+    check(npolled == 0, 'the SRQ\'s WQEs were flushed with the QP')
+
+
 def case_cq_overflow(dev):
     ctx = Context(name=dev)
     pd = PD(ctx)
@@ -335,7 +408,7 @@ def case_ah(dev, peer_dev):
 
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
-    'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah,
+    'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
 }
 
 if __name__ == '__main__':

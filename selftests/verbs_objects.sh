@@ -4,8 +4,8 @@
 # Verbs objects through stock rdma-core (rxe provider) and pyverbs, on two metaroce
 # devices in two namespaces over veth: MRs with every access combination, CQs of many
 # sizes with resize, RC QPs with their capacities, the state machine with realistic
-# attributes, the error-state flush seen through the CQ ring, CQ overflow, AHs, and
-# device removal with every kind of object open and mapped.
+# attributes, the error-state flush seen through the CQ ring, CQ overflow, AHs, SRQs
+# (limits, the limit event, receives shared by a QP), and device removal with every kind of object open and mapped.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -38,6 +38,7 @@ test_qp_connect() { vo qp_connect mroce0 mroce1; }
 test_flush() { vo flush mroce0 mroce1; }
 test_cq_overflow() { vo cq_overflow mroce0; }
 test_ah() { vo ah mroce0 mroce1; }
+test_srq() { vo srq mroce0 mroce1; }
 
 # Deleting the device while a process has a PD, MR, CQ and QP open with the rings
 # mapped: the core destroys the objects; the process's mappings stay valid memory.
@@ -72,7 +73,7 @@ PY
 }
 
 ktap_print_header
-ktap_set_plan 8
+ktap_set_plan 9
 if ! [ -x $PY ] || ! $PY -c 'import pyverbs' 2>/dev/null; then
 	ktap_print_msg "python3-pyverbs is not installed"
 	exit $KSFT_SKIP
@@ -88,5 +89,6 @@ ktap_test "RC QP state machine with realistic attributes; query_qp; invalid tran
 ktap_test "ERR flushes posted receives and sends as IBV_WC_WR_FLUSH_ERR; resize below unpolled refused" test_flush
 ktap_test "CQ overflow raises IBV_EVENT_CQ_ERR" test_cq_overflow
 ktap_test "AHs to the peer's GID; bad source GID index refused" test_ah
+ktap_test "SRQs: limits, resize refused, SENDs into shared receives, limit and last-WQE events" test_srq
 ktap_test "rdma link del with MR, CQ and QP open and mapped" test_delete_with_objects
 ktap_finished

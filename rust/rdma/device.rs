@@ -18,6 +18,7 @@ use crate::{
     mr::{self, MrTable},
     netdev::{NetDevice, NetDeviceId},
     qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
+    srq::{self, Srq},
     table::Table,
     stats::{self, CounterDesc},
 };
@@ -241,6 +242,9 @@ pub struct Objects<T: Driver> {
     /// Address handles by AH number.
     #[pin]
     pub ahs: Table<Ah>,
+    /// Shared receive queues by number.
+    #[pin]
+    pub srqs: Table<Srq>,
 }
 
 impl<T: Driver> Objects<T> {
@@ -249,6 +253,7 @@ impl<T: Driver> Objects<T> {
             mrs <- Table::new(mr::MR_INDEX_MIN, mr::MR_INDEX_MAX),
             qps <- Table::new(qp::QPN_MIN, qp::QPN_MAX),
             ahs <- Table::new(ah::AH_NUM_MIN, ah::AH_NUM_MAX),
+            srqs <- Table::new(srq::SRQ_NUM_MIN, srq::SRQ_NUM_MAX),
         })
     }
 }
@@ -473,6 +478,10 @@ impl<T: Driver> Device<T> {
             query_qp: Some(qp::query_qp::<T>),
             destroy_qp: Some(qp::destroy_qp::<T>),
             post_send: Some(qp::post_send::<T>),
+            create_srq: Some(srq::create_srq::<T>),
+            modify_srq: Some(srq::modify_srq::<T>),
+            query_srq: Some(srq::query_srq),
+            destroy_srq: Some(srq::destroy_srq::<T>),
             create_ah: Some(ah::create_ah::<T>),
             create_user_ah: Some(ah::create_ah::<T>),
             destroy_ah: Some(ah::destroy_ah::<T>),
@@ -482,6 +491,7 @@ impl<T: Driver> Device<T> {
             size_ib_cq: cq::OBJECT_SIZE,
             size_ib_qp: qp::object_size::<T>(),
             size_ib_ah: ah::OBJECT_SIZE,
+            size_ib_srq: srq::OBJECT_SIZE,
             ..Default::default()
         }
     }

@@ -27,6 +27,7 @@ use crate::{
     mmap::MmapInfo,
     mr::{Access, PdId},
     queue::{Direction, Queue},
+    srq::{Srq, SrqObject},
     udata::UData,
 };
 use core::{mem::offset_of, ptr::NonNull};
@@ -442,10 +443,30 @@ pub struct RecvWqe {
 }
 
 /// A work queue: the ring and the limits user space agreed to.
-struct WorkQueue {
-    queue: Queue,
-    max_sge: usize,
-    max_inline: usize,
+pub(crate) struct WorkQueue {
+    pub(crate) queue: Queue,
+    pub(crate) max_sge: usize,
+    pub(crate) max_inline: usize,
+}
+
+/// Parses the receive WQE `ahead` places after the head of a receive ring (a QP's or
+/// an SRQ's) without consuming it; `None` when fewer are waiting.
+pub(crate) fn parse_recv(wq: &WorkQueue, ahead: u32) -> Option<RecvWqe> {
+    let mut raw = [0u8; RECV_WQE_HDR];
+    match wq.queue.read_at(ahead, 0, &mut raw) {
+        Ok(true) => {}
+        _ => return None,
+    }
+    // SAFETY: Integers only; `raw` has the struct's size.
+    let w = unsafe { core::ptr::read_unaligned(raw.as_ptr().cast::<bindings::rxe_recv_wqe>()) };
+    let n = w.dma.num_sge as usize;
+    let room = wq.queue.slot_size() - RECV_WQE_HDR;
+    let sges = if n > wq.max_sge || n > MAX_SGE || n * SGE_SIZE > room {
+        None
+    } else {
+        read_sges(&wq.queue, ahead, RECV_WQE_HDR, n).ok()
+    };
+    Some(RecvWqe { wr_id: w.wr_id, sges })
 }
 
 /// Asynchronous QP events the driver raises (`enum ib_event_type`).
@@ -484,6 +505,8 @@ pub struct Qp<T: Driver> {
     recv_cq: Arc<Cq>,
     caps: QpCaps,
     sq_sig_all: bool,
+    /// The shared receive queue receives come from instead of `rq`.
+    srq: Option<Arc<Srq>>,
     #[pin]
     sq: SpinLockIrq<Option<WorkQueue>>,
     #[pin]
@@ -494,8 +517,8 @@ pub struct Qp<T: Driver> {
 }
 
 const SEND_WQE_HDR: usize = size_of::<bindings::rxe_send_wqe>();
-const RECV_WQE_HDR: usize = size_of::<bindings::rxe_recv_wqe>();
-const SGE_SIZE: usize = size_of::<bindings::rxe_sge>();
+pub(crate) const RECV_WQE_HDR: usize = size_of::<bindings::rxe_recv_wqe>();
+pub(crate) const SGE_SIZE: usize = size_of::<bindings::rxe_sge>();
 const _: () = assert!(SGE_SIZE == 16);
 const _: () = assert!(offset_of!(bindings::rxe_send_wqe, dma) + size_of::<bindings::rxe_dma_info>() == SEND_WQE_HDR);
 const _: () = assert!(offset_of!(bindings::rxe_recv_wqe, dma) + size_of::<bindings::rxe_dma_info>() == RECV_WQE_HDR);
@@ -526,6 +549,11 @@ impl<T: Driver> Qp<T> {
     /// The protection domain.
     pub fn pd(&self) -> PdId {
         self.pd
+    }
+
+    /// The shared receive queue, if the QP was created with one.
+    pub fn srq(&self) -> Option<&Arc<Srq>> {
+        self.srq.as_ref()
     }
 
     /// The completion queue of send work requests.
@@ -696,26 +724,7 @@ impl<T: Driver> Qp<T> {
 
     /// Like [`rq_peek`](Self::rq_peek), for the WQE `ahead` places after the head.
     pub fn rq_peek_at(&self, ahead: u32) -> Option<RecvWqe> {
-        let rq = self.rq.lock();
-        let wq = rq.as_ref()?;
-        let mut raw = [0u8; RECV_WQE_HDR];
-        match wq.queue.read_at(ahead, 0, &mut raw) {
-            Ok(true) => {}
-            _ => return None,
-        }
-        // SAFETY: Integers only; `raw` has the struct's size.
-        let w = unsafe { core::ptr::read_unaligned(raw.as_ptr().cast::<bindings::rxe_recv_wqe>()) };
-        let n = w.dma.num_sge as usize;
-        let room = wq.queue.slot_size() - RECV_WQE_HDR;
-        let sges = if n > wq.max_sge || n > MAX_SGE || n * SGE_SIZE > room {
-            None
-        } else {
-            read_sges(&wq.queue, ahead, RECV_WQE_HDR, n).ok()
-        };
-        Some(RecvWqe {
-            wr_id: w.wr_id,
-            sges,
-        })
+        parse_recv(self.rq.lock().as_ref()?, ahead)
     }
 
     /// Consumes the receive WQE at the head of the receive ring.
@@ -834,14 +843,18 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         if init.qp_type != bindings::ib_qp_type_IB_QPT_RC {
             return Err(EOPNOTSUPP);
         }
-        if !init.srq.is_null() {
-            return Err(EOPNOTSUPP);
-        }
         if init.send_cq.is_null() || init.recv_cq.is_null() {
             return Err(EINVAL);
         }
         // SAFETY: CQs of our device, held by the core for the QP's life.
         let (send_cq, recv_cq) = unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
+        // SAFETY: An SRQ of our device, held by the core for the QP's life.
+        let srq = if init.srq.is_null() { None } else { Some(unsafe { SrqObject::get(init.srq)? }) };
+        if srq.is_some() {
+            // The receive ring attributes are ignored with an SRQ (IB spec 11.2.4.1).
+            init.cap.max_recv_wr = 0;
+            init.cap.max_recv_sge = 0;
+        }
         let lim = T::device_attributes(dev);
         let cap = &mut init.cap;
         if cap.max_send_wr > lim.max_qp_wr
@@ -858,17 +871,20 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         // SAFETY: The user context is live during the verb.
         let sq = unsafe { Queue::new(uctx, cap.max_send_wr, SEND_WQE_HDR + room, Direction::FromClient)? };
         let rq_elem = RECV_WQE_HDR + cap.max_recv_sge as usize * SGE_SIZE;
-        // SAFETY: As above.
-        let rq = unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? };
+        let rq = match srq {
+            Some(_) => None,
+            // SAFETY: As above.
+            None => Some(unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? }),
+        };
         let caps = QpCaps {
             max_send_wr: sq.capacity(),
-            max_recv_wr: rq.capacity(),
+            max_recv_wr: rq.as_ref().map_or(0, Queue::capacity),
             max_send_sge: (room / SGE_SIZE) as u32,
             max_recv_sge: cap.max_recv_sge,
             max_inline_data: room as u32,
         };
         udata.write(&CreateQpResp {
-            rq_mi: rq.info(),
+            rq_mi: rq.as_ref().map(Queue::info).unwrap_or_default(),
             sq_mi: sq.info(),
         })?;
         let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
@@ -886,13 +902,14 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
                     recv_cq,
                     caps,
                     sq_sig_all,
+                    srq,
                     sq <- new_spinlock_irq!(Some(WorkQueue {
                         queue: sq,
                         max_sge: caps.max_send_sge as usize,
                         max_inline: caps.max_inline_data as usize,
                     }), "metaroce_sq"),
-                    rq <- new_spinlock_irq!(Some(WorkQueue {
-                        queue: rq,
+                    rq <- new_spinlock_irq!(rq.map(|queue| WorkQueue {
+                        queue,
                         max_sge: caps.max_recv_sge as usize,
                         max_inline: 0,
                     }), "metaroce_rq"),

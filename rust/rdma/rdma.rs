@@ -29,6 +29,7 @@ pub mod table;
 pub mod udata;
 mod route;
 pub mod skb;
+pub mod srq;
 pub mod stats;
 pub mod sync;
 pub mod udp;

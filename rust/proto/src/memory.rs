@@ -76,4 +76,13 @@ pub trait Memory {
 
     /// Validates and executes an atomic at `rkey`/`va`; returns the original value.
     fn atomic(&mut self, qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError>;
+
+    /// Takes a receive for `qp` from the shared receive queue it is attached to (verbs
+    /// SRQ), as `(wr_id, len)` like [`Connection::post_recv`](crate::Connection::post_recv).
+    /// Called only when a message needs a receive the QP does not hold; `None` (the
+    /// default, for QPs without one) leaves the message to RNR.
+    //= Documentation/metaroce/spec.rst#shared-receive-queues
+    fn take_shared_recv(&mut self, _qp: QpId) -> Option<(u64, u32)> {
+        None
+    }
 }

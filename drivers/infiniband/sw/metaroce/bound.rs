@@ -8,10 +8,14 @@
 //! per-QP sequence number (the `wr_id` it sees); the `k`-th WQE after the ring head has
 //! sequence `done + k`. Completions come back in post order per direction, so the head
 //! is always the one completing.
+//!
+//! A QP with a shared receive queue has no receive ring: the core asks for a receive
+//! when a message needs one ([`Bound::take_shared`]); the WQE is copied out of the SRQ
+//! and kept here, by sequence, until it completes.
 
 use crate::device::MetaRoceDriver;
 use crate::memory::check_sges;
-use kernel::{prelude::*, sync::Arc};
+use kernel::{alloc::KVVec, prelude::*, sync::Arc};
 use metaroce_proto::{
     constants::{MAX_MSG_LEN, MAX_RECV_WR, MAX_SEND_WR},
     Completion, Connection, Opcode, PostError, QpId, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
@@ -21,7 +25,7 @@ use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_WITH_IMM},
     device::Device,
     mr::Access,
-    qp::{Payload, Qp, QpState, SendOpcode, SendWqe, SgeList, SEND_SIGNALED, SEND_SOLICITED},
+    qp::{Payload, Qp, QpEvent, QpState, RecvWqe, SendOpcode, SendWqe, SgeList, SEND_SIGNALED, SEND_SOLICITED},
 };
 
 /// What the completion of a posted send WQE needs, kept from post time.
@@ -47,6 +51,8 @@ pub(crate) struct Bound {
     rq_done: u64,
     send_slots: KVec<SendSlot>,
     recv_ids: KVec<u64>,
+    /// Receives taken from the SRQ, by sequence (empty without an SRQ).
+    shared: KVVec<Option<RecvWqe>>,
     /// The last send WQE parsed for transmission or placement (by sequence).
     send_cache: KBox<Option<(u64, SendWqe)>>,
     /// The last receive WQE's scatter list parsed for placement (by sequence).
@@ -109,6 +115,10 @@ impl Bound {
         send_slots.resize(MAX_SEND_WR, SendSlot::default(), GFP_KERNEL)?;
         let mut recv_ids = KVec::with_capacity(MAX_RECV_WR, GFP_KERNEL)?;
         recv_ids.resize(MAX_RECV_WR, 0, GFP_KERNEL)?;
+        let mut shared = KVVec::new();
+        if qp.srq().is_some() {
+            shared.resize(MAX_RECV_WR, None, GFP_KERNEL)?;
+        }
         Ok(Self {
             qp,
             id,
@@ -119,6 +129,7 @@ impl Bound {
             rq_done: 0,
             send_slots,
             recv_ids,
+            shared,
             send_cache: KBox::new(None, GFP_KERNEL)?,
             recv_cache: KBox::new(None, GFP_KERNEL)?,
             failed: false,
@@ -146,6 +157,13 @@ impl Bound {
 
     /// The scatter list of the receive WQE of sequence `seq`, which the core holds.
     pub(crate) fn recv_sges(&mut self, seq: u64) -> Result<&SgeList> {
+        if self.qp.srq().is_some() {
+            if seq < self.rq_done || seq >= self.rq_seq {
+                return Err(EINVAL);
+            }
+            let slot = self.shared.get((seq % MAX_RECV_WR as u64) as usize);
+            return slot.and_then(Option::as_ref).and_then(|w| w.sges.as_ref()).ok_or(EINVAL);
+        }
         let hit = matches!(&*self.recv_cache, Some((s, _)) if *s == seq);
         if !hit {
             if seq < self.rq_done || seq >= self.rq_seq {
@@ -165,7 +183,7 @@ impl Bound {
 
     /// Hands receive WQEs the user posted since the last call to the core.
     pub(crate) fn sync_recv(&mut self, conn: &mut Connection) {
-        if self.failed {
+        if self.failed || self.qp.srq().is_some() {
             return;
         }
         let count = u64::from(self.qp.rq_count());
@@ -185,6 +203,22 @@ impl Bound {
             }
             self.rq_seq += 1;
         }
+    }
+
+    /// Takes a receive from the QP's SRQ for the core (see [`metaroce_proto::Memory`]):
+    /// `(sequence, length)`, or `None` without an SRQ, when it is empty or the core's
+    /// receive window is full.
+    pub(crate) fn take_shared(&mut self) -> Option<(u64, u32)> {
+        if self.failed || self.rq_seq - self.rq_done >= MAX_RECV_WR as u64 {
+            return None;
+        }
+        let w = self.qp.srq()?.take()?;
+        // Too many SGEs: a zero-length buffer (see `sync_recv`).
+        let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
+        let seq = self.rq_seq;
+        *self.shared.get_mut((seq % MAX_RECV_WR as u64) as usize)? = Some(w);
+        self.rq_seq += 1;
+        Some((seq, len))
     }
 
     /// Hands send WQEs the user posted since the last call to the core. A WQE that
@@ -288,8 +322,12 @@ impl Bound {
                     return;
                 }
                 let i = (c.wr_id % MAX_RECV_WR as u64) as usize;
+                let wr_id = match self.shared.get_mut(i) {
+                    Some(slot) => slot.take().map_or(0, |w| w.wr_id),
+                    None => self.recv_ids.get(i).copied().unwrap_or(0),
+                };
                 let wc = WorkCompletion {
-                    wr_id: self.recv_ids.get(i).copied().unwrap_or(0),
+                    wr_id,
                     status,
                     opcode,
                     byte_len: c.byte_len,
@@ -339,6 +377,10 @@ impl Bound {
     pub(crate) fn fail(&mut self, conn: &mut Connection) {
         self.qp.set_error();
         let _ = conn.qp_to_error(self.id);
+        if !self.failed && self.qp.srq().is_some() {
+            // No further receive is taken from the SRQ for this QP.
+            self.qp.raise_event(QpEvent::LastWqeReached);
+        }
         self.failed = true;
     }
 

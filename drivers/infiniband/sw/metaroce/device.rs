@@ -33,6 +33,7 @@ const MAX_MR: u32 = 65536;
 const MAX_PD: u32 = 65536;
 pub(crate) const MAX_RD_ATOMIC: u32 = 128;
 const MAX_AH: u32 = 65536;
+const MAX_SRQ: u32 = 16384;
 const GID_TABLE_LEN: u32 = 1024;
 
 /// The driver type of metaroce devices.
@@ -113,10 +114,9 @@ impl Driver for MetaRoceDriver {
             max_res_rd_atom: MAX_RD_ATOMIC * MAX_QP,
             atomics: true,
             max_ah: MAX_AH,
-            // No SRQ yet: `ibv_create_srq` fails with EOPNOTSUPP.
-            max_srq: 0,
-            max_srq_wr: 0,
-            max_srq_sge: 0,
+            max_srq: MAX_SRQ,
+            max_srq_wr: MAX_QP_WR,
+            max_srq_sge: MAX_SGE,
             local_ca_ack_delay: 15,
         }
     }

@@ -139,6 +139,10 @@ pub(crate) fn gather_payload(
 }
 
 impl Memory for QpMemory<'_> {
+    fn take_shared_recv(&mut self, qp: QpId) -> Option<(u64, u32)> {
+        bound(self.qps, qp).ok()?.take_shared()
+    }
+
     fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
         let dev = self.dev;
         let b = bound(self.qps, qp)?;

@@ -12,8 +12,11 @@ use metaroce_proto::{
     AtomicOp, Config, Connection, Dest, Instant, MemError, Memory, Opcode, Payload, QpId, WorkRequest,
 };
 
-/// Memory that accepts rkey 1 over [0, 64 KiB) and checks bounds.
-struct Mem;
+/// Memory that accepts rkey 1 over [0, 64 KiB) and checks bounds, with a few shared
+/// receives (an SRQ) for QPs that run out of their own.
+struct Mem {
+    shared: u32,
+}
 
 impl Memory for Mem {
     fn place(&mut self, _: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
@@ -36,6 +39,10 @@ impl Memory for Mem {
         } else {
             Err(MemError::Access)
         }
+    }
+    fn take_shared_recv(&mut self, _: QpId) -> Option<(u64, u32)> {
+        self.shared = self.shared.checked_sub(1)?;
+        Some((1000 + u64::from(self.shared), 4096))
     }
 }
 
@@ -128,7 +135,7 @@ fuzz_target!(|data: &[u8]| {
                     if flip & 2 == 2 {
                         queue.push((to, pkt.clone()));
                     }
-                    let _ = conns[to].handle_datagram(now, flip & 4 == 4, &pkt, &mut Mem);
+                    let _ = conns[to].handle_datagram(now, flip & 4 == 4, &pkt, &mut Mem { shared: u32::from(flip >> 4) & 3 });
                 }
             }
             4 => {
@@ -147,7 +154,7 @@ fuzz_target!(|data: &[u8]| {
             6 => {
                 let n = usize::from(input.byte().unwrap_or(0));
                 let raw = input.bytes(n).to_vec();
-                let _ = conns[side].handle_datagram(now, false, &raw, &mut Mem);
+                let _ = conns[side].handle_datagram(now, false, &raw, &mut Mem { shared: 1 });
             }
             _ => {
                 if let Some(t) = conns[side].poll_timeout() {

@@ -266,7 +266,7 @@ impl<C: CongestionControl> Connection<C> {
         let mut msg = RxMsg { msn: s.msn, last_ssn: s.ssn, ..Default::default() };
         match *ext {
             DataExt::Send { rsn, total_len, imm } => {
-                let Some(wqe) = recv_wqe(q, rsn) else { return Seg::Nak(NakCode::Rnr) };
+                let Some(wqe) = claim_recv(q, qp, rsn, mem) else { return Seg::Nak(NakCode::Rnr) };
                 if !in_msg(total_len) {
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
@@ -292,7 +292,7 @@ impl<C: CongestionControl> Connection<C> {
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
                 if let Some((rsn, _)) = imm {
-                    if last && recv_wqe(q, rsn).is_none() {
+                    if last && claim_recv(q, qp, rsn, mem).is_none() {
                         return Seg::Nak(NakCode::Rnr);
                     }
                 }
@@ -483,6 +483,27 @@ impl<C: CongestionControl> Connection<C> {
             q.deliver_msn = q.deliver_msn.wrapping_add(1);
         }
     }
+}
+
+/// The receive WQE for `rsn`: posted to the QP, or else taken from its shared receive
+/// queue, in RSN order, for every RSN up to `rsn` (receives are bound to messages as
+/// they arrive, in any order, and complete in message order).
+//= Documentation/metaroce/spec.rst#shared-receive-queues
+fn claim_recv<M: Memory>(q: &mut Qp, qp: QpId, rsn: u32, mem: &mut M) -> Option<super::qp::RecvWqe> {
+    if let Some(w) = recv_wqe(q, rsn) {
+        return Some(w);
+    }
+    let want = rsn.wrapping_sub(q.rq_head);
+    if want as usize >= MAX_RECV_WR {
+        return None;
+    }
+    while q.rq_tail.wrapping_sub(q.rq_head) <= want {
+        let (wr_id, len) = mem.take_shared_recv(qp)?;
+        let slot = q.rq.get_mut(q.rq_tail as usize % MAX_RECV_WR)?;
+        *slot = super::qp::RecvWqe { wr_id, len, done: None };
+        q.rq_tail = q.rq_tail.wrapping_add(1);
+    }
+    recv_wqe(q, rsn)
 }
 
 /// The posted receive WQE for `rsn`, if posted and not yet consumed.

@@ -43,6 +43,8 @@ pub struct Mem {
     pub recv: HashMap<u64, Vec<u8>>,
     /// Send wr_id -> local buffer (source for SEND/WRITE, sink for READ/atomic).
     pub local: HashMap<u64, Vec<u8>>,
+    /// A shared receive queue: `(wr_id, len)` taken in order by any QP that needs one.
+    pub shared: std::collections::VecDeque<(u64, u32)>,
     pub placed_bytes: u64,
     pub atomics_executed: u64,
 }
@@ -102,6 +104,10 @@ impl Memory for Mem {
         b.copy_from_slice(&new.to_ne_bytes());
         self.atomics_executed += 1;
         Ok(old)
+    }
+
+    fn take_shared_recv(&mut self, _qp: QpId) -> Option<(u64, u32)> {
+        self.shared.pop_front()
     }
 }
 

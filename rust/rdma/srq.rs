@@ -1,0 +1,290 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Shared receive queues (`struct ib_srq`) on the rxe user ring.
+//!
+//! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
+//! [`include/uapi/rdma/rdma_user_rxe.h`](srctree/include/uapi/rdma/rdma_user_rxe.h)
+//! (`struct rxe_create_srq_resp`).
+//!
+//! User space writes `struct rxe_recv_wqe` into the SRQ's ring, as into a QP's receive
+//! ring. The transport takes one with [`Srq::take`] when a message needs it: the WQE is
+//! copied out and its slot released at once, because QPs sharing the queue complete
+//! their receives in their own orders. When fewer WQEs than the armed limit remain,
+//! `IB_EVENT_SRQ_LIMIT_REACHED` is raised once and the limit disarmed, as the IB spec
+//! says.
+//!
+//! Resizing (`IBV_SRQ_MAX_WR`) is not supported: `ibv_modify_srq` fails with
+//! `EOPNOTSUPP`. Only basic SRQs exist (no XRC or tag matching).
+
+use crate::{
+    bindings,
+    device::{Device, Driver},
+    mmap::MmapInfo,
+    mr::PdId,
+    qp::{self, RecvWqe, WorkQueue, MAX_SGE, RECV_WQE_HDR, SGE_SIZE},
+    queue::{Direction, Queue},
+    udata::UData,
+};
+use core::ptr::NonNull;
+use kernel::{
+    error::from_result,
+    new_spinlock_irq,
+    prelude::*,
+    sync::{Arc, SpinLockIrq},
+    transmute::AsBytes,
+    types::Opaque,
+};
+
+/// `struct rxe_create_srq_resp`.
+#[repr(C)]
+struct CreateSrqResp {
+    mi: MmapInfo,
+    srq_num: u32,
+    reserved: u32,
+}
+
+// SAFETY: `repr(C)` of `AsBytes` fields without padding (24 bytes, checked below).
+unsafe impl AsBytes for CreateSrqResp {}
+const _: () = assert!(size_of::<CreateSrqResp>() == size_of::<bindings::rxe_create_srq_resp>());
+
+struct Inner {
+    /// The ring, until `destroy_srq`.
+    wq: Option<WorkQueue>,
+    /// `srq_limit`: 0 when disarmed.
+    limit: u32,
+    /// The core's SRQ until `destroy_srq`.
+    ib: Option<NonNull<bindings::ib_srq>>,
+}
+
+// SAFETY: `ib` is only used under the lock while the core's SRQ is live.
+unsafe impl Send for Inner {}
+
+/// A shared receive queue.
+#[pin_data]
+pub struct Srq {
+    num: u32,
+    pd: PdId,
+    max_sge: u32,
+    #[pin]
+    inner: SpinLockIrq<Inner>,
+}
+
+impl Srq {
+    /// The SRQ number (`srq_num`).
+    pub fn num(&self) -> u32 {
+        self.num
+    }
+
+    /// The protection domain.
+    pub fn pd(&self) -> PdId {
+        self.pd
+    }
+
+    /// Takes the WQE at the head of the ring, consuming it; `None` when the ring is
+    /// empty or the SRQ destroyed. Raises the limit event when it applies.
+    pub fn take(&self) -> Option<RecvWqe> {
+        let mut inner = self.inner.lock();
+        let inner = &mut *inner;
+        let wq = inner.wq.as_mut()?;
+        let wqe = qp::parse_recv(wq, 0)?;
+        wq.queue.advance_consumer();
+        if inner.limit != 0 && wq.queue.count() < inner.limit {
+            inner.limit = 0;
+            if let Some(ib) = inner.ib {
+                let ib = ib.as_ptr();
+                // SAFETY: The core's SRQ is live while set (cleared under this lock in
+                // `destroy_srq`); the handler does not sleep (uverbs queues the event).
+                unsafe {
+                    if let Some(handler) = (*ib).event_handler {
+                        let mut ev = bindings::ib_event {
+                            device: (*ib).device,
+                            event: bindings::ib_event_type_IB_EVENT_SRQ_LIMIT_REACHED,
+                            ..Default::default()
+                        };
+                        ev.element.srq = ib;
+                        handler(&mut ev, (*ib).srq_context);
+                    }
+                }
+            }
+        }
+        Some(wqe)
+    }
+
+    /// The number of WQEs waiting.
+    pub fn count(&self) -> u32 {
+        self.inner.lock().wq.as_ref().map_or(0, |w| w.queue.count())
+    }
+}
+
+/// The core's `ib_srq` followed by ours; allocated and freed by the core (`size_ib_srq`).
+#[repr(C)]
+pub(crate) struct SrqObject {
+    ib: Opaque<bindings::ib_srq>,
+    srq: Option<Arc<Srq>>,
+}
+
+impl SrqObject {
+    /// # Safety
+    ///
+    /// `ib` is a live `ib_srq` of a device of this crate's drivers, not used mutably by
+    /// anyone else for `'a`.
+    unsafe fn from_raw<'a>(ib: *mut bindings::ib_srq) -> &'a mut Self {
+        // SAFETY: `ib` is the first field of the `repr(C)` struct, which the core
+        // allocated with our size and zeroed.
+        unsafe { &mut *ib.cast::<Self>() }
+    }
+
+    /// Returns the shared SRQ of an `ib_srq`.
+    ///
+    /// # Safety
+    ///
+    /// `ib` is a live `ib_srq` of this crate's drivers, created successfully.
+    pub(crate) unsafe fn get(ib: *mut bindings::ib_srq) -> Result<Arc<Srq>> {
+        // SAFETY: `srq` is set in `create_srq` before the core publishes the SRQ and
+        // taken in `destroy_srq`, which the core runs only once no QP uses it (usecnt).
+        unsafe { (*ib.cast::<Self>()).srq.clone().ok_or(EINVAL) }
+    }
+}
+
+/// The size of [`SrqObject`], for `size_ib_srq`.
+pub(crate) const OBJECT_SIZE: usize = size_of::<SrqObject>();
+
+/// SRQ numbers, as rdma_rxe's pool gives them.
+pub(crate) const SRQ_NUM_MIN: u32 = 1;
+pub(crate) const SRQ_NUM_MAX: u32 = (1 << 24) - 1;
+
+pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
+    ibsrq: *mut bindings::ib_srq,
+    init: *mut bindings::ib_srq_init_attr,
+    udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: The core passes a live SRQ of one of our devices and valid arguments.
+        let (dev, init, udata) =
+            unsafe { (Device::<T>::from_raw((*ibsrq).device), &mut *init, UData::from_raw(udata)) };
+        // Kernel consumers are not supported (the device is not a kverbs provider).
+        let udata = udata.ok_or(EOPNOTSUPP)?;
+        if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+            return Err(EOPNOTSUPP);
+        }
+        if udata.outlen() < size_of::<CreateSrqResp>() {
+            return Err(EINVAL);
+        }
+        let lim = T::device_attributes(dev);
+        let a = &mut init.attr;
+        if a.max_wr == 0
+            || a.max_wr > lim.max_srq_wr
+            || a.max_sge > lim.max_srq_sge.min(MAX_SGE as u32)
+            || a.srq_limit > a.max_wr
+        {
+            return Err(EINVAL);
+        }
+        let max_sge = a.max_sge.max(1);
+        // SAFETY: The user context is live during the verb.
+        let queue = unsafe {
+            Queue::new(
+                udata.ucontext(),
+                a.max_wr,
+                RECV_WQE_HDR + max_sge as usize * SGE_SIZE,
+                Direction::FromClient,
+            )?
+        };
+        let mi = queue.info();
+        let max_wr = queue.capacity();
+        // SAFETY: The SRQ's PD is live.
+        let pd = PdId::from_raw(unsafe { (*ibsrq).pd });
+        let limit = a.srq_limit;
+        let sge_room = max_sge as usize;
+        let mut ring = Some(queue);
+        let num = dev.objects().srqs.insert_with(|num| {
+            let queue = ring.take().ok_or(EINVAL)?;
+            Arc::pin_init(
+                pin_init!(Srq {
+                    num,
+                    pd,
+                    max_sge,
+                    inner <- new_spinlock_irq!(Inner {
+                        wq: Some(WorkQueue { queue, max_sge: sge_room, max_inline: 0 }),
+                        limit,
+                        // SAFETY: Not NULL: the core passed it.
+                        ib: Some(unsafe { NonNull::new_unchecked(ibsrq) }),
+                    }, "metaroce_srq"),
+                }),
+                GFP_KERNEL,
+            )
+        })?;
+        if let Err(e) = udata.write(&CreateSrqResp { mi, srq_num: num, reserved: 0 }) {
+            dev.objects().srqs.remove(num);
+            return Err(e);
+        }
+        let srq = dev.objects().srqs.get(num).ok_or(EINVAL)?;
+        a.max_wr = max_wr;
+        a.max_sge = max_sge;
+        // SAFETY: The core zeroed our part; nobody else sees the SRQ yet.
+        unsafe { SrqObject::from_raw(ibsrq).srq = Some(srq) };
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
+    ibsrq: *mut bindings::ib_srq,
+    attr: *mut bindings::ib_srq_attr,
+    mask: bindings::ib_srq_attr_mask,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: Live SRQ of ours; `attr` valid for reads.
+        let (srq, attr) = unsafe { (SrqObject::get(ibsrq)?, &*attr) };
+        if mask & !(bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR | bindings::ib_srq_attr_mask_IB_SRQ_LIMIT) != 0 {
+            return Err(EINVAL);
+        }
+        if mask & bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
+            return Err(EOPNOTSUPP);
+        }
+        if mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
+            let mut inner = srq.inner.lock();
+            let capacity = inner.wq.as_ref().map_or(0, |w| w.queue.capacity());
+            if attr.srq_limit > capacity {
+                return Err(EINVAL);
+            }
+            inner.limit = attr.srq_limit;
+        }
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn query_srq(
+    ibsrq: *mut bindings::ib_srq,
+    attr: *mut bindings::ib_srq_attr,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: Live SRQ of ours; `attr` valid for writes.
+        let (srq, attr) = unsafe { (SrqObject::get(ibsrq)?, &mut *attr) };
+        let inner = srq.inner.lock();
+        attr.max_wr = inner.wq.as_ref().map_or(0, |w| w.queue.capacity());
+        attr.max_sge = srq.max_sge;
+        attr.srq_limit = inner.limit;
+        Ok(0)
+    })
+}
+
+pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
+    ibsrq: *mut bindings::ib_srq,
+    _udata: *mut bindings::ib_udata,
+) -> kernel::ffi::c_int {
+    // SAFETY: The core destroys a live SRQ of ours once, with no QP using it any more.
+    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibsrq).device), SrqObject::from_raw(ibsrq)) };
+    if let Some(srq) = obj.srq.take() {
+        dev.objects().srqs.remove(srq.num);
+        // Detach under the lock: no event after this; unmap the ring here, in process
+        // context, while the user context is live. QPs that still hold the `Srq`
+        // (destroyed but not yet released by the transport) find it empty.
+        let wq = {
+            let mut inner = srq.inner.lock();
+            inner.ib = None;
+            inner.wq.take()
+        };
+        drop(wq);
+    }
+    0
+}
