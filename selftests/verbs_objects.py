@@ -134,8 +134,8 @@ def case_qp_create(dev):
     refused(errno.EINVAL, lambda: make_rc_qp(pd, cq, send_wr=attr.max_qp_wr + 1), 'send_wr above max')
     refused(errno.EINVAL, lambda: make_rc_qp(pd, cq, recv_sge=attr.max_sge + 1), 'recv_sge above max')
     refused(errno.EINVAL, lambda: make_rc_qp(pd, cq, inline=4096), 'inline above max')
-    ud = QPInitAttr(qp_type=e.IBV_QPT_UD, scq=cq, rcq=cq, cap=QPCap())
-    refused(errno.EOPNOTSUPP, lambda: QP(pd, ud), 'UD QP')
+    uc = QPInitAttr(qp_type=e.IBV_QPT_UC, scq=cq, rcq=cq, cap=QPCap())
+    refused(errno.EOPNOTSUPP, lambda: QP(pd, uc), 'UC QP')
     for qp in qps:
         qp.close()
     cq.close()

@@ -84,7 +84,7 @@ if ! setup; then
 fi
 ktap_test "MRs: every access combination, invalid ones refused, unique keys" test_mr
 ktap_test "CQs: sizes up to max_cqe, above refused, resize up" test_cq
-ktap_test "RC QPs: capacities reported, limits and UD refused" test_qp_create
+ktap_test "RC QPs: capacities reported, limits and UC refused" test_qp_create
 ktap_test "RC QP state machine with realistic attributes; query_qp; invalid transitions" test_qp_connect
 ktap_test "ERR flushes posted receives and sends as IBV_WC_WR_FLUSH_ERR; resize below unpolled refused" test_flush
 ktap_test "CQ overflow raises IBV_EVENT_CQ_ERR" test_cq_overflow

@@ -91,6 +91,8 @@ pub enum WcOpcode {
 
 /// `wc_flags`: the completion carries immediate data.
 pub const WC_WITH_IMM: u32 = bindings::ib_wc_flags_IB_WC_WITH_IMM;
+/// `wc_flags`: the first 40 bytes of the receive buffer hold the GRH (UD receives).
+pub const WC_GRH: u32 = bindings::ib_wc_flags_IB_WC_GRH;
 /// `wc_flags`: the completion carries an invalidated rkey.
 pub const WC_WITH_INVALIDATE: u32 = bindings::ib_wc_flags_IB_WC_WITH_INVALIDATE;
 

@@ -20,7 +20,7 @@
 //! complete every waiting work request with `IBV_WC_WR_FLUSH_ERR`.
 
 use crate::{
-    av::AddressVector,
+    av::{AddressVector, IpAddress},
     bindings,
     cq::{Cq, CqObject, WcOpcode, WorkCompletion},
     device::{Device, Driver, Mtu},
@@ -291,6 +291,8 @@ pub struct QpInit {
     pub caps: QpCaps,
     /// Every send work request generates a completion.
     pub sq_sig_all: bool,
+    /// The transport service.
+    pub qp_type: QpType,
 }
 
 /// A scatter/gather element (`struct rxe_sge`).
@@ -398,6 +400,70 @@ pub enum Payload {
     },
 }
 
+/// The transport service of a QP (`enum ib_qp_type`): the ones the driver supports.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+#[repr(u32)]
+pub enum QpType {
+    /// Reliable connected.
+    Rc = bindings::ib_qp_type_IB_QPT_RC,
+    /// Unreliable datagram.
+    Ud = bindings::ib_qp_type_IB_QPT_UD,
+}
+
+/// An address vector as the rxe provider copies it into a UD send WQE
+/// (`struct rxe_av`): what the datagram needs of it.
+#[derive(Clone, Copy, Debug)]
+pub struct WqeAddress {
+    /// Source address (`sgid_addr`).
+    pub src: IpAddress,
+    /// Destination address (from the destination GID).
+    pub dst: IpAddress,
+    /// Traffic class (DSCP and ECN bits).
+    pub traffic_class: u8,
+    /// Hop limit (IP TTL).
+    pub hop_limit: u8,
+}
+
+/// Where a UD send goes, from the WQE (`wr.ud` of `struct rxe_send_wr`).
+#[derive(Clone, Copy, Debug)]
+pub struct UdDest {
+    /// Destination QP.
+    pub remote_qpn: u32,
+    /// Q_Key to present (the QP's own when the high bit is set).
+    pub remote_qkey: u32,
+    /// The AH (`ibv_create_ah`'s number), 0 when the provider did not set one.
+    pub ah_num: u32,
+    /// The address vector copied into the WQE, if it is a valid RoCE v2 one.
+    pub av: Option<WqeAddress>,
+}
+
+fn parse_wqe_av(av: &bindings::rxe_av) -> Option<WqeAddress> {
+    // SAFETY: Union members of plain bytes and integers: any value is valid.
+    let (dgid, fam, v4, v6) = unsafe {
+        (
+            av.grh.dgid.raw,
+            u32::from(av.sgid_addr._sockaddr_in.sin_family),
+            av.sgid_addr._sockaddr_in.sin_addr.s_addr,
+            av.sgid_addr._sockaddr_in6.sin6_addr.in6_u.u6_addr8,
+        )
+    };
+    let src = match fam {
+        bindings::AF_INET => IpAddress::V4(v4.to_ne_bytes()),
+        bindings::AF_INET6 => IpAddress::V6(v6),
+        _ => return None,
+    };
+    let dst = IpAddress::from_gid(&dgid);
+    if core::mem::discriminant(&src) != core::mem::discriminant(&dst) {
+        return None;
+    }
+    Some(WqeAddress {
+        src,
+        dst,
+        traffic_class: av.grh.traffic_class,
+        hop_limit: av.grh.hop_limit,
+    })
+}
+
 /// A send work request, parsed from the send ring.
 #[derive(Clone, Copy, Debug)]
 pub struct SendWqe {
@@ -421,6 +487,8 @@ pub struct SendWqe {
     pub length: u64,
     /// Where the payload is (for READ: where it goes; atomics: the 8-byte result).
     pub payload: Payload,
+    /// The destination of a UD QP's send.
+    pub ud: Option<UdDest>,
 }
 
 /// A send WQE that cannot be executed: complete it with `IBV_WC_LOC_QP_OP_ERR`.
@@ -500,6 +568,7 @@ unsafe impl Send for Inner {}
 #[pin_data]
 pub struct Qp<T: Driver> {
     qpn: u32,
+    qp_type: QpType,
     pd: PdId,
     send_cq: Arc<Cq>,
     recv_cq: Arc<Cq>,
@@ -549,6 +618,11 @@ impl<T: Driver> Qp<T> {
     /// The protection domain.
     pub fn pd(&self) -> PdId {
         self.pd
+    }
+
+    /// The transport service.
+    pub fn qp_type(&self) -> QpType {
+        self.qp_type
     }
 
     /// The shared receive queue, if the QP was created with one.
@@ -685,6 +759,16 @@ impl<T: Driver> Qp<T> {
             Payload::Inline { len, .. } => *len as u64,
             Payload::Sges(l) => l.total_len(),
         };
+        let ud = (self.qp_type == QpType::Ud).then(|| {
+            // SAFETY: Union member of integers and plain structs: any bytes are valid.
+            let ud = unsafe { w.wr.wr.ud };
+            UdDest {
+                remote_qpn: ud.remote_qpn,
+                remote_qkey: ud.remote_qkey,
+                ah_num: ud.ah_num,
+                av: parse_wqe_av(&ud.av),
+            }
+        });
         Some(Ok(SendWqe {
             wr_id,
             opcode,
@@ -696,6 +780,7 @@ impl<T: Driver> Qp<T> {
             swap: atomic.swap,
             length,
             payload,
+            ud,
         }))
     }
 
@@ -840,9 +925,11 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         if init.create_flags != 0 || !init.xrcd.is_null() || !init.rwq_ind_tbl.is_null() {
             return Err(EOPNOTSUPP);
         }
-        if init.qp_type != bindings::ib_qp_type_IB_QPT_RC {
-            return Err(EOPNOTSUPP);
-        }
+        let qp_type = match init.qp_type {
+            bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
+            bindings::ib_qp_type_IB_QPT_UD => QpType::Ud,
+            _ => return Err(EOPNOTSUPP),
+        };
         if init.send_cq.is_null() || init.recv_cq.is_null() {
             return Err(EINVAL);
         }
@@ -893,10 +980,11 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         let mut rings = Some((sq, rq));
         let qpn = dev.objects().qps.insert_with(|qpn| {
             let (sq, rq) = rings.take().ok_or(EINVAL)?;
-            let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all })?;
+            let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all, qp_type })?;
             Arc::pin_init(
                 pin_init!(Qp::<T> {
                     qpn,
+                    qp_type,
                     pd,
                     send_cq,
                     recv_cq,
@@ -1060,7 +1148,7 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
             req.new_state = new;
             // SAFETY: Pure function of its arguments.
             let ok = unsafe {
-                bindings::ib_modify_qp_is_ok(cur as u32, new as u32, bindings::ib_qp_type_IB_QPT_RC, m)
+                bindings::ib_modify_qp_is_ok(cur as u32, new as u32, qp.qp_type as u32, m)
             };
             if !ok {
                 return Err(EINVAL);

@@ -141,11 +141,11 @@ impl Driver for MetaRoceDriver {
 
     fn check_modify_qp(
         _dev: &Device<Self>,
-        _qp: &Qp<Self>,
+        qp: &Qp<Self>,
         cur: &QpAttributes,
         req: &ModifyQp,
     ) -> Result {
-        qp::check_modify(cur, req)
+        qp::check_modify(qp, cur, req)
     }
 
     fn qp_modified(dev: &Device<Self>, qp: &Arc<Qp<Self>>, from: QpState, to: QpState) {

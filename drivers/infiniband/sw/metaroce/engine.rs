@@ -21,7 +21,10 @@ use kernel::{
         Arc, Mutex, SpinLockIrq,
     },
 };
-use metaroce_proto::{wire::Header, Config, QpId, Stats};
+use metaroce_proto::{
+    wire::{Header, UdHeader},
+    Config, QpId, Stats,
+};
 use rdma::{
     av::IpAddress,
     device::{Device, Registry},
@@ -43,6 +46,13 @@ pub(crate) struct EngineCounters {
     pub(crate) rx_no_conn: Atomic<u64>,
     /// Datagrams without a valid MetaRoCE common header.
     pub(crate) rx_bad_header: Atomic<u64>,
+    /// UD datagrams sent.
+    pub(crate) ud_tx: Atomic<u64>,
+    /// UD datagrams delivered to a receive.
+    pub(crate) ud_rx: Atomic<u64>,
+    /// UD datagrams dropped: malformed, no UD QP in RTR/RTS with that number and
+    /// Q_Key, or no receive posted.
+    pub(crate) ud_rx_dropped: Atomic<u64>,
     /// The transport counters of retired connections ([`TRANSPORT_COUNTERS`]).
     retired: [Atomic<u64>; TRANSPORT_COUNTERS],
 }
@@ -74,6 +84,9 @@ impl EngineCounters {
             qps_bound: Atomic::new(0),
             rx_no_conn: Atomic::new(0),
             rx_bad_header: Atomic::new(0),
+            ud_tx: Atomic::new(0),
+            ud_rx: Atomic::new(0),
+            ud_rx_dropped: Atomic::new(0),
             retired: [const { Atomic::new(0) }; TRANSPORT_COUNTERS],
         }
     }
@@ -115,7 +128,7 @@ pub(crate) fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
     (initial, (ns / 16).clamp(100_000, 10_000_000))
 }
 
-fn ip(a: IpAddress) -> IpAddr {
+pub(crate) fn ip(a: IpAddress) -> IpAddr {
     match a {
         IpAddress::V4(b) => IpAddr::V4(Ipv4Addr::from(b)),
         IpAddress::V6(b) => IpAddr::V6(Ipv6Addr::from(b)),
@@ -147,6 +160,11 @@ impl Engine {
     }
 
     /// The number of open connections.
+    /// The device's network device.
+    pub(crate) fn netdev(&self) -> &NetDevice {
+        &self.ndev
+    }
+
     pub(crate) fn conns(&self) -> usize {
         self.conns.lock().len()
     }
@@ -154,6 +172,13 @@ impl Engine {
     /// Hands a received datagram to its connection (softirq context).
     pub(crate) fn receive(&self, rx: Received<'_>) {
         self.counters.count_rx(rx.info().ecn, rx.payload().len());
+        if UdHeader::is_ud(rx.payload()) {
+            let delivered = self.registry.get_by_netdev(self.netdev).is_some_and(|dev| crate::ud::receive(&dev, &rx));
+            let counter = if delivered { &self.stats.ud_rx } else { &self.stats.ud_rx_dropped };
+            counter.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
+        }
         let Ok(h) = Header::parse(rx.payload()) else {
             self.stats.rx_bad_header.fetch_add(1, Relaxed);
             rx.discard();

@@ -32,7 +32,7 @@ fn bound(qps: &mut [Option<Bound>], qp: QpId) -> Result<&mut Bound, MemError> {
 }
 
 /// Copies `data` into the scatter list `sges` from byte `offset` of the list on.
-fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, data: &[u8]) -> Result {
+pub(crate) fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, data: &[u8]) -> Result {
     let mut skip = offset;
     let mut data = data;
     for sge in sges {

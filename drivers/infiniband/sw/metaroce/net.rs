@@ -55,6 +55,10 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"qps_bound"),
     CounterDesc::new(c"rx_no_conn"),
     CounterDesc::new(c"rx_bad_header"),
+    // Unreliable datagrams (crate::ud).
+    CounterDesc::new(c"ud_tx"),
+    CounterDesc::new(c"ud_rx"),
+    CounterDesc::new(c"ud_rx_dropped"),
     // Summed over the connections (crate::engine::TRANSPORT_COUNTERS).
     CounterDesc::new(c"tx_data"),
     CounterDesc::new(c"tx_retransmits"),
@@ -252,6 +256,9 @@ impl DeviceNet {
             e.stats.qps_bound.load(Relaxed),
             e.stats.rx_no_conn.load(Relaxed),
             e.stats.rx_bad_header.load(Relaxed),
+            e.stats.ud_tx.load(Relaxed),
+            e.stats.ud_rx.load(Relaxed),
+            e.stats.ud_rx_dropped.load(Relaxed),
             t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
             ns.rx_unclaimed,
             ns.rx_malformed,

@@ -10,25 +10,32 @@
 use crate::device::{MetaRoceDriver, MAX_RD_ATOMIC};
 use crate::engine::Binding;
 use kernel::{
-    new_spinlock,
+    new_mutex, new_spinlock,
     prelude::*,
-    sync::{Arc, SpinLock},
+    sync::{Arc, Mutex, SpinLock},
 };
 use rdma::{
     device::{Device, Mtu},
-    qp::{mask, ModifyQp, Qp, QpAttributes, QpEvent, QpInit, QpState},
+    qp::{mask, ModifyQp, Qp, QpAttributes, QpEvent, QpInit, QpState, QpType},
+    sync::SpinLockBh,
 };
 
 /// The driver's state of one QP.
 pub(crate) struct MetaRoceQp {
     /// The connection the QP is bound to, from RTR until RESET or destroy.
     binding: Pin<KBox<SpinLock<Option<Binding>>>>,
+    /// UD: serializes send doorbells (each drains the send ring).
+    pub(crate) ud_send: Pin<KBox<Mutex<()>>>,
+    /// UD: serializes the consumption of receives by arriving datagrams.
+    pub(crate) ud_recv: Pin<KBox<SpinLockBh<()>>>,
 }
 
 impl MetaRoceQp {
     pub(crate) fn new(_init: &QpInit) -> Result<Self> {
         Ok(Self {
             binding: KBox::pin_init(new_spinlock!(None), GFP_KERNEL)?,
+            ud_send: KBox::pin_init(new_mutex!(()), GFP_KERNEL)?,
+            ud_recv: KBox::pin_init(rdma::new_spinlock_bh!((), "metaroce_ud_recv"), GFP_KERNEL)?,
         })
     }
 
@@ -38,7 +45,7 @@ impl MetaRoceQp {
 }
 
 /// Checks the values of a `modify_qp` request against the device's limits.
-pub(crate) fn check_modify(cur: &QpAttributes, req: &ModifyQp) -> Result {
+pub(crate) fn check_modify(qp: &Qp<MetaRoceDriver>, cur: &QpAttributes, req: &ModifyQp) -> Result {
     let a = &req.attrs;
     if req.has(mask::MAX_QP_RD_ATOMIC) && u32::from(a.max_rd_atomic) > MAX_RD_ATOMIC {
         return Err(EINVAL);
@@ -51,7 +58,7 @@ pub(crate) fn check_modify(cur: &QpAttributes, req: &ModifyQp) -> Result {
         return Err(EINVAL);
     }
     // A connected QP needs its peer before it can receive.
-    if cur.state == QpState::Init && req.new_state == QpState::Rtr {
+    if qp.qp_type() == QpType::Rc && cur.state == QpState::Init && req.new_state == QpState::Rtr {
         let av = if req.has(mask::AV) { a.av } else { cur.av };
         if av.is_none() {
             return Err(EINVAL);
@@ -75,6 +82,14 @@ pub(crate) fn on_modified(
     from: QpState,
     to: QpState,
 ) {
+    if qp.qp_type() == QpType::Ud {
+        // No connection: entering ERR flushes what is posted.
+        if to == QpState::Err {
+            qp.flush_recv_queue();
+            qp.flush_send_queue();
+        }
+        return;
+    }
     match to {
         QpState::Rtr if from == QpState::Init => {
             let attrs = qp.attributes();
@@ -112,6 +127,15 @@ pub(crate) fn on_modified(
 /// The send doorbell: the QP is in RTS or later; its connection picks up the new
 /// WQEs right away. Unbound QPs in the error state flush them.
 pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
+    if qp.qp_type() == QpType::Ud {
+        match qp.state() {
+            QpState::Rts => crate::ud::on_send_doorbell(dev, qp),
+            _ => {
+                qp.flush_send_queue();
+            }
+        }
+        return Ok(());
+    }
     match qp.data().binding() {
         Some(b) => b.conn.run(dev),
         None => {

@@ -6,7 +6,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use metaroce_proto::wire::{AckHeader, Control, DataExt, Header, Nak, Packet, PacketRepr, PacketType, StreamHeader};
+use metaroce_proto::wire::{AckHeader, Control, DataExt, Header, Nak, Packet, PacketRepr, PacketType, StreamHeader, UdHeader};
 
 fuzz_target!(|data: &[u8]| {
     let _ = Header::parse(data);
@@ -29,5 +29,12 @@ fuzz_target!(|data: &[u8]| {
         let mut buf = [0u8; 1024];
         let n = r.emit(&mut buf).expect("parsed packet re-emits");
         assert_eq!(PacketRepr::parse(&buf[..n]), Ok(r));
+    }
+    if let Ok((h, payload)) = UdHeader::parse(data) {
+        assert!(UdHeader::is_ud(data));
+        let mut buf = [0u8; 64];
+        let n = h.emit(&mut buf).expect("parsed datagram header re-emits");
+        assert_eq!(n + payload.len(), data.len());
+        assert_eq!(UdHeader::parse(&buf[..n]).map(|(h, _)| h), Ok(h));
     }
 });

@@ -24,6 +24,7 @@ mod data;
 mod header;
 mod nak;
 mod packet;
+mod ud;
 
 pub use ack::{AckBlock, AckHeader};
 pub use control::{Control, ControlCode};
@@ -31,6 +32,7 @@ pub use data::{DataExt, Status, StreamHeader};
 pub use header::{Flags, Header, PacketType};
 pub use nak::{Nak, NakCode};
 pub use packet::{AckRepr, Packet, PacketRepr};
+pub use ud::{UdHeader, MAX_UD_HEADER_LEN, UD, UD_HEADER_LEN, UD_IMM};
 
 /// A codec error.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

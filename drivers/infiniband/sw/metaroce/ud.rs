@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Unreliable datagram QPs: one message per datagram, outside the connections.
+//!
+//! The send doorbell of a UD QP drains its send ring in the calling context: each WQE
+//! becomes one datagram (spec, "Unreliable datagrams") to the address of its AH (the
+//! `ah_num` of `ibv_create_ah`, or the address vector the provider copied into the WQE)
+//! and completes once handed to the network. A received datagram goes to the QP its
+//! header names if that QP is a UD QP in RTR or RTS with the same Q_Key; it consumes
+//! the next receive (from the QP's ring or its SRQ), which gets the 40-byte GRH area
+//! first, as verbs lays it out for RoCE v2 (an IPv4 header in its last 20 bytes, or
+//! the IPv6 header), then the payload. Datagrams that find no such QP or no receive
+//! are dropped and counted (`ud_rx_dropped`), as UD allows.
+
+use crate::device::MetaRoceDriver;
+use crate::memory::{gather, scatter};
+use core::net::IpAddr;
+use kernel::{
+    prelude::*,
+    sync::{atomic::Relaxed, Arc},
+};
+use metaroce_proto::{
+    constants::UDP_PORT,
+    wire::{UdHeader, MAX_UD_HEADER_LEN},
+};
+use rdma::{
+    cq::{WcOpcode, WcStatus, WorkCompletion, WC_GRH, WC_WITH_IMM},
+    device::Device,
+    qp::{Payload, Qp, QpState, QpType, RecvWqe, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED, SEND_SOLICITED},
+    skb::SkBuff,
+    udp::{Destination, Ecn, Received},
+};
+
+/// Bytes of the GRH area at the start of every UD receive buffer.
+const GRH_LEN: usize = 40;
+/// A Q_Key with this bit set in a send WQE means "the QP's own Q_Key".
+const QKEY_USE_QP: u32 = 0x8000_0000;
+
+/// The send doorbell of a UD QP: sends and completes every waiting WQE.
+pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) {
+    let _serial = qp.data().ud_send.lock();
+    while let Some(peeked) = qp.sq_peek() {
+        let (wr_id, status, signaled) = match &peeked {
+            Ok(w) => {
+                let status = match send(dev, qp, w) {
+                    Ok(()) => WcStatus::Success,
+                    Err(s) => s,
+                };
+                (w.wr_id, status, qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0)
+            }
+            Err(b) => (b.wr_id, WcStatus::LocQpOpErr, true),
+        };
+        qp.sq_advance();
+        if signaled || status != WcStatus::Success {
+            let wc = WorkCompletion {
+                status,
+                ..WorkCompletion::flushed(wr_id, WcOpcode::Send, qp.qpn())
+            };
+            let _ = qp.send_cq().push(&wc, false);
+        }
+        if status != WcStatus::Success {
+            // A local error moves the QP to ERR; what is left is flushed.
+            qp.set_error();
+            qp.flush_send_queue();
+            qp.flush_recv_queue();
+            return;
+        }
+    }
+}
+
+/// Where the datagram of `w` goes: its AH, or the address vector in the WQE.
+fn address(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> Option<WqeAddress> {
+    let ud = w.ud.as_ref()?;
+    if ud.ah_num == 0 {
+        return ud.av;
+    }
+    let ah = dev.objects().ahs.get(ud.ah_num)?;
+    if ah.pd() != qp.pd() {
+        return None;
+    }
+    let av = ah.av();
+    Some(WqeAddress {
+        src: av.src,
+        dst: av.dst,
+        traffic_class: av.traffic_class,
+        hop_limit: av.hop_limit,
+    })
+}
+
+fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> Result<(), WcStatus> {
+    let imm = match w.opcode {
+        SendOpcode::Send => None,
+        SendOpcode::SendWithImm => Some(u32::from_be(w.ex)),
+        _ => return Err(WcStatus::LocQpOpErr),
+    };
+    let ud = w.ud.as_ref().ok_or(WcStatus::LocQpOpErr)?;
+    // One message per datagram: at most the port's MTU ([MR-UD-1]).
+    let len = usize::try_from(w.length).map_err(|_| WcStatus::LocLenErr)?;
+    if len > dev.data().active_mtu().bytes() as usize {
+        return Err(WcStatus::LocLenErr);
+    }
+    let to = address(dev, qp, w).ok_or(WcStatus::LocQpOpErr)?;
+    let attrs = qp.attributes();
+    let h = UdHeader {
+        dst_qpn: ud.remote_qpn & 0x00ff_ffff,
+        src_qpn: qp.qpn(),
+        qkey: if ud.remote_qkey & QKEY_USE_QP != 0 { attrs.qkey } else { ud.remote_qkey },
+        imm,
+        solicited: w.send_flags & SEND_SOLICITED != 0,
+    };
+    let net = dev.data().net();
+    let netdev = net.engine().netdev();
+    let mut hdr = [0u8; MAX_UD_HEADER_LEN];
+    let hlen = h.emit(&mut hdr).map_err(|_| WcStatus::LocQpOpErr)?;
+    let mut skb = SkBuff::alloc_for_udp(netdev, hlen + len, GFP_KERNEL).map_err(|_| WcStatus::LocQpOpErr)?;
+    skb.append(&hdr[..hlen]).map_err(|_| WcStatus::LocQpOpErr)?;
+    let out = skb.put(len).map_err(|_| WcStatus::LocQpOpErr)?;
+    match &w.payload {
+        Payload::Inline { len: n, data } => out.copy_from_slice(data.get(..*n).ok_or(WcStatus::LocLenErr)?),
+        Payload::Sges(l) => gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr)?,
+    }
+    let dest = Destination {
+        src: crate::engine::ip(to.src),
+        dst: crate::engine::ip(to.dst),
+        src_port: source_port(qp.qpn(), h.dst_qpn),
+        dst_port: UDP_PORT,
+        ecn: Ecn::Ect0,
+    };
+    let sent = skb.len();
+    let ret = net.tunnel().send(netdev, &dest, skb);
+    net.count_tx(ret, sent);
+    net.engine().stats.ud_tx.fetch_add(1, Relaxed);
+    // A datagram the network refused is lost, as any datagram may be: the WQE has
+    // done its part ([MR-UD-1]).
+    Ok(())
+}
+
+/// The UDP source port of a QP pair's datagrams: ECMP entropy, stable per pair
+/// ([MR-UD-3]), in the dynamic range.
+fn source_port(src_qpn: u32, dst_qpn: u32) -> u16 {
+    let h = src_qpn.wrapping_mul(0x9e37_79b1) ^ dst_qpn.wrapping_mul(0x85eb_ca6b);
+    0xc000 | (h >> 18) as u16
+}
+
+/// Why a datagram was not delivered.
+enum Undelivered {
+    /// No UD QP in RTR/RTS with that number, or the Q_Key differs.
+    NoQp,
+    /// The QP has no receive posted.
+    NoReceive,
+}
+
+/// Delivers a received datagram; returns `false` when it was dropped.
+pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &Received<'_>) -> bool {
+    match UdHeader::parse(rx.payload()) {
+        Ok((h, payload)) => deliver(dev, rx, &h, payload).is_ok(),
+        Err(_) => false,
+    }
+}
+
+fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Result<(), Undelivered> {
+    let qp = dev.objects().qps.get(h.dst_qpn).ok_or(Undelivered::NoQp)?;
+    if qp.qp_type() != QpType::Ud {
+        return Err(Undelivered::NoQp);
+    }
+    let attrs = qp.attributes();
+    if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || attrs.qkey != h.qkey {
+        return Err(Undelivered::NoQp);
+    }
+    // Receives are consumed one datagram at a time per QP.
+    let _serial = qp.data().ud_recv.lock();
+    let wqe: RecvWqe = match qp.srq() {
+        Some(srq) => srq.take().ok_or(Undelivered::NoReceive)?,
+        None => qp.rq_peek().ok_or(Undelivered::NoReceive)?,
+    };
+    let grh = grh(rx);
+    let pd = qp.pd();
+    let status = match wqe.sges {
+        Some(l) if l.total_len() >= (GRH_LEN + payload.len()) as u64 => {
+            let placed = scatter(dev, pd, l.as_slice(), 0, &grh)
+                .and_then(|()| scatter(dev, pd, l.as_slice(), GRH_LEN as u64, payload));
+            if placed.is_ok() { WcStatus::Success } else { WcStatus::LocProtErr }
+        }
+        _ => WcStatus::LocLenErr,
+    };
+    if qp.srq().is_none() {
+        qp.rq_advance();
+    }
+    let mut wc_flags = WC_GRH;
+    if h.imm.is_some() {
+        wc_flags |= WC_WITH_IMM;
+    }
+    let wc = WorkCompletion {
+        wr_id: wqe.wr_id,
+        status,
+        opcode: WcOpcode::Recv,
+        byte_len: (GRH_LEN + payload.len()) as u32,
+        ex: h.imm.map_or(0, u32::to_be),
+        qp_num: qp.qpn(),
+        src_qp: h.src_qpn,
+        wc_flags,
+        pkey_index: 0,
+        port_num: 1,
+    };
+    let _ = qp.recv_cq().push(&wc, h.solicited);
+    Ok(())
+}
+
+/// The GRH area of a received datagram as verbs defines it for RoCE v2: for IPv4, 20
+/// zero bytes and the IPv4 header; for IPv6, the IPv6 header.
+fn grh(rx: &Received<'_>) -> [u8; GRH_LEN] {
+    let info = rx.info();
+    let mut g = [0u8; GRH_LEN];
+    let tos = info.ecn as u8;
+    let udp_len = 8 + rx.payload().len();
+    match (info.src.ip(), info.dst.ip()) {
+        (IpAddr::V4(s), IpAddr::V4(d)) => {
+            let total = (20 + udp_len).min(u16::MAX as usize) as u16;
+            let ip = &mut g[20..];
+            ip[0] = 0x45;
+            ip[1] = tos;
+            ip[2..4].copy_from_slice(&total.to_be_bytes());
+            ip[6] = 0x40; // don't fragment
+            ip[8] = 64;
+            ip[9] = 17;
+            ip[12..16].copy_from_slice(&s.octets());
+            ip[16..20].copy_from_slice(&d.octets());
+            let sum = checksum(ip);
+            ip[10..12].copy_from_slice(&sum.to_be_bytes());
+        }
+        (IpAddr::V6(s), IpAddr::V6(d)) => {
+            let word = (6u32 << 28) | (u32::from(tos) << 20);
+            g[0..4].copy_from_slice(&word.to_be_bytes());
+            g[4..6].copy_from_slice(&(udp_len.min(u16::MAX as usize) as u16).to_be_bytes());
+            g[6] = 17;
+            g[7] = 64;
+            g[8..24].copy_from_slice(&s.octets());
+            g[24..40].copy_from_slice(&d.octets());
+        }
+        _ => {}
+    }
+    g
+}
+
+/// The IPv4 header checksum of `hdr` (20 bytes, checksum field zero).
+fn checksum(hdr: &[u8]) -> u16 {
+    let mut sum: u32 = hdr
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)])))
+        .sum();
+    while sum > 0xffff {
+        sum = (sum & 0xffff) + (sum >> 16);
+    }
+    !(sum as u16)
+}
