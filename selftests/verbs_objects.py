@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # Verbs objects of a metaroce device through stock rdma-core (the rxe provider) and
-# pyverbs: PD, MR, CQ, RC QP, AH, SRQ. One case per invocation, run by verbs_objects.sh:
+# pyverbs: PD, MR, CQ, RC QP, AH, SRQ, UD QP. One case per invocation, run by verbs_objects.sh:
 #   verbs_objects.py CASE DEV [PEER_DEV]
 # Exits 0 on success; prints why and exits 1 on failure.
 
@@ -406,9 +406,84 @@ def case_ah(dev, peer_dev):
     pd.close()
 
 
+UD_MASK_INIT = e.IBV_QP_STATE | e.IBV_QP_PKEY_INDEX | e.IBV_QP_PORT | e.IBV_QP_QKEY
+
+
+def make_ud_qp(side, qkey):
+    cap = QPCap(max_send_wr=16, max_recv_wr=16, max_send_sge=1, max_recv_sge=1)
+    qp = QP(side.pd, QPInitAttr(qp_type=e.IBV_QPT_UD, scq=side.cq, rcq=side.cq, cap=cap, sq_sig_all=1))
+    a = QPAttr(qp_state=e.IBV_QPS_INIT)
+    a.pkey_index = 0
+    a.port_num = 1
+    a.qkey = qkey
+    qp.modify(a, UD_MASK_INIT)
+    qp.modify(QPAttr(qp_state=e.IBV_QPS_RTR), e.IBV_QP_STATE)
+    a = QPAttr(qp_state=e.IBV_QPS_RTS)
+    a.sq_psn = 0
+    qp.modify(a, e.IBV_QP_STATE | e.IBV_QP_SQ_PSN)
+    return qp
+
+
+def ud_send(side, qp, ah, dest, qkey, length, imm=None):
+    """Sends length bytes of side.mr at 2048 (pattern 0x5a) to dest; returns the sender's status."""
+    side.mr.write(b'\x5a' * length, length, 2048)
+    op = e.IBV_WR_SEND_WITH_IMM if imm is not None else e.IBV_WR_SEND
+    wr = SendWR(wr_id=length, opcode=op, num_sge=1, sg=[SGE(side.mr.buf + 2048, length, side.mr.lkey)])
+    if imm is not None:
+        wr.imm_data = imm
+    wr.set_wr_ud(ah, dest.qp_num, qkey)
+    qp.post_send(wr)
+    wcs = poll_until(side.cq, 1)
+    check(len(wcs) == 1 and wcs[0].wr_id == length, f'no send completion for {length} B')
+    return wcs[0].status
+
+
+def case_ud(dev, peer_dev):
+    a, b = Side(dev), Side(peer_dev)
+    qa, qb = make_ud_qp(a, 0x1111), make_ud_qp(b, 0x2222)
+    qa2 = make_ud_qp(a, 0x2222)
+    ah = AH(a.pd, attr=AHAttr(gr=GlobalRoute(dgid=b.gid, sgid_index=a.gid_index, hop_limit=64),
+                              is_global=1, port_num=1))
+    for i in range(3):
+        qb.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(b.mr.buf + 1024 * i, 40 + 256, b.mr.lkey)]))
+    # A datagram with immediate data: GRH area, then the payload.
+    st = ud_send(a, qa, ah, qb, 0x2222, 200, imm=0x12345678)
+    check(st == e.IBV_WC_SUCCESS, f'send status {st}')
+    wb = poll_until(b.cq, 1)
+    check(len(wb) == 1, 'datagram not received')
+    w = wb[0]
+    got = (w.wr_id, w.status, w.opcode, w.byte_len, w.src_qp, w.qp_num, bool(w.wc_flags & e.IBV_WC_GRH),
+           bool(w.wc_flags & e.IBV_WC_WITH_IMM), w.imm_data)
+    want = (100, e.IBV_WC_SUCCESS, e.IBV_WC_RECV, 240, qa.qp_num, qb.qp_num, True, True, 0x12345678)
+    check(got == want, f'UD receive: got {got}, want {want}')
+    grh = b.mr.read(40, 0)
+    check(grh[:20] == bytes(20) and grh[20] == 0x45 and grh[29] == 17,
+          f'GRH area is not 20 zero bytes and an IPv4/UDP header: {grh.hex()}')
+    # mroce0 is 198.18.0.1, mroce1 198.18.0.2 (verbs_objects.sh).
+    check(list(grh[32:40]) == [198, 18, 0, 1, 198, 18, 0, 2], f'GRH addresses {list(grh[32:40])}')
+    check(b.mr.read(200, 40) == b'\x5a' * 200, 'UD payload differs')
+    # A wrong Q_Key: dropped, no completion at the receiver.
+    check(ud_send(a, qa, ah, qb, 0x3333, 64) == e.IBV_WC_SUCCESS, 'send with wrong Q_Key failed locally')
+    # The QP's own Q_Key (high bit of the WR's): qa2 has the receiver's.
+    check(ud_send(a, qa2, ah, qb, 0x80000000, 64) == e.IBV_WC_SUCCESS, 'send with own Q_Key failed')
+    wb = poll_until(b.cq, 2, seconds=5)
+    got = [(w.wr_id, w.byte_len, w.src_qp) for w in wb]
+    check(got == [(101, 104, qa2.qp_num)], f'after a wrong and a right Q_Key: {got}, want one from {qa2.qp_num}')
+    # A receive too short for GRH and payload: LOC_LEN_ERR, nothing placed, QP usable.
+    check(ud_send(a, qa, ah, qb, 0x2222, 280) == e.IBV_WC_SUCCESS, 'send of 280 B failed')
+    wb = poll_until(b.cq, 1)
+    check(len(wb) == 1 and wb[0].wr_id == 102 and wb[0].status == e.IBV_WC_LOC_LEN_ERR,
+          f'short receive: {[(w.wr_id, w.status) for w in wb]}')
+    check(qb.query(e.IBV_QP_STATE)[0].qp_state == e.IBV_QPS_RTS, 'UD QP left RTS after a short receive')
+    # Larger than the port MTU: a local length error at the sender.
+    mtu = 128 << a.ctx.query_port(1).active_mtu
+    check(ud_send(a, qa, ah, qb, 0x2222, mtu + 1) == e.IBV_WC_LOC_LEN_ERR, f'{mtu + 1} B over MTU {mtu} sent')
+
+
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
+    'ud': case_ud,
 }
 
 if __name__ == '__main__':

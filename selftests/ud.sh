@@ -1,0 +1,73 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# UD QPs through stock tools and pyverbs, server in one namespace and client in the
+# other over veth: ibv_ud_pingpong, perftest ib_send_bw and ib_send_lat with -c UD, and
+# the datagram rules verbs applications rely on (verbs_objects.py ud): the GRH area,
+# immediate data, source QP, Q_Key filtering and the QP's own Q_Key, a receive too
+# short, a send over the MTU.
+#
+#   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe runs the tools on rdma_rxe.
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/perftest.sh"
+
+: "${MROCE_TYPE:=metaroce}"
+IPA=198.18.0.1
+IPB=198.18.0.2
+TO=120
+PORT=18700
+LOG=$(mktemp -d /tmp/ud.XXXXXX)
+PY=/usr/bin/python3
+VO="$(dirname "$(readlink -f "$0")")/verbs_objects.py"
+
+cleanup() {
+	cleanup_devices_and_ns
+	rm -rf "$LOG"
+}
+trap cleanup EXIT
+
+setup() {
+	load_rdma_type "$MROCE_TYPE" || return 1
+	setup_ns NSA NSB || return 1
+	veth_pair "$NSA" "$NSB" || return 1
+	create_pair "$MROCE_TYPE" && wait_pair_gids || return 1
+	GA=$(gid_index "$NSA" mroce0 $IPA)
+	GB=$(gid_index "$NSB" mroce1 $IPB)
+	[ -n "$GA" ] && [ -n "$GB" ]
+}
+
+# The port MTU on veth (1500) is 1024: UD messages are at most that.
+UD_SIZES=$(for i in $(seq 1 10); do echo $((1 << i)); done)
+
+test_ud_pingpong() {
+	pair ibv_ud_pingpong -s 1000 -n 500 || return
+	grep -q '500 iters in' "$LOG/cli" && grep -q '500 iters in' "$LOG/srv" \
+		|| { fail "500 iterations not completed"; return; }
+	ktap_print_msg "$(grep 'bytes in' "$LOG/cli")"
+	return $KSFT_PASS
+}
+
+test_ud_rules() {
+	local out rc
+	[ "$MROCE_TYPE" = metaroce ] || return $KSFT_SKIP
+	out=$(ip netns exec "$NSA" timeout 120 $PY "$VO" ud mroce0 mroce1 2>&1)
+	rc=$?
+	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+	[ $rc -eq 0 ] || { fail "verbs_objects.py ud: exit $rc"; return; }
+	return $KSFT_PASS
+}
+
+ktap_print_header
+ktap_set_plan 5
+if ! setup; then
+	ktap_print_msg "setup failed"
+	exit $KSFT_FAIL
+fi
+ktap_print_msg "device type $MROCE_TYPE; GID index $GA on mroce0, $GB on mroce1"
+ktap_test "ibv_ud_pingpong: 500 exchanges of 1000 B" test_ud_pingpong
+ktap_test "ib_send_bw -c UD: 2 B .. 1 KiB (-a)" clocked pair_bw ib_send_bw -c UD -a -n 50 -F -- $UD_SIZES
+ktap_test "ib_send_bw -c UD: 4 QPs, 1 KiB" clocked pair_bw ib_send_bw -c UD -q 4 -s 1024 -n 100 -F -- 1024
+ktap_test "ib_send_lat -c UD: 64 B" clocked pair_lat ib_send_lat -c UD -s 64 -n 100 -F -- 64 100
+ktap_test "UD rules: GRH area, immediate, source QP, Q_Key filter, short receive, over MTU" test_ud_rules
+ktap_finished
