@@ -52,7 +52,7 @@ mod timer;
 pub mod wire;
 mod wr;
 
-pub use conn::{stream_start, Config, ConnState, Connection, PostError, QpId, RxDrop, Stats};
+pub use conn::{stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop, Stats};
 pub use event::{Completion, Event, WcOpcode, WcStatus};
 pub use memory::{AtomicOp, Dest, MemError, Memory};
 pub use psn::Psn;

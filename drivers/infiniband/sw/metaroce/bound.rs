@@ -9,16 +9,19 @@
 //! sequence `done + k`. Completions come back in post order per direction, so the head
 //! is always the one completing.
 //!
-//! A QP with a shared receive queue has no receive ring: the core asks for a receive
-//! when a message needs one ([`Bound::take_shared`]); the WQE is copied out of the SRQ
-//! and kept here, by sequence, until it completes.
+//! Receives are handed to the core when a message needs one ([`Bound::take_recv`],
+//! through [`metaroce_proto::Memory::take_shared_recv`]), so a connection carrying many
+//! QPs never scans their receive rings. A QP with a shared receive queue has no
+//! receive ring: the WQE is copied out of the SRQ and kept here, by sequence, until it
+//! completes. Sends are handed over when the QP's doorbell rang ([`Bound::send_pending`]).
 
 use crate::device::MetaRoceDriver;
 use crate::memory::check_sges;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
+use crate::conn::Conn;
 use metaroce_proto::{
     constants::{MAX_MSG_LEN, MAX_RECV_WR, MAX_SEND_WR},
-    Completion, Connection, Opcode, PostError, QpId, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
+    Completion, Opcode, PostError, QpId, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
     WorkRequest,
 };
 use rdma::{
@@ -60,6 +63,9 @@ pub(crate) struct Bound {
     /// The QP entered the error state: once the core has flushed what it holds, the
     /// rest of the rings is flushed here.
     pub(crate) failed: bool,
+    /// The send ring may hold WQEs not handed to the core yet (the doorbell rang, or
+    /// the core had no room for all of them).
+    pub(crate) send_pending: bool,
 }
 
 fn core_opcode(op: SendOpcode) -> Option<Opcode> {
@@ -133,6 +139,7 @@ impl Bound {
             send_cache: KBox::new(None, GFP_KERNEL)?,
             recv_cache: KBox::new(None, GFP_KERNEL)?,
             failed: false,
+            send_pending: false,
         })
     }
 
@@ -181,42 +188,31 @@ impl Bound {
         }
     }
 
-    /// Hands receive WQEs the user posted since the last call to the core.
-    pub(crate) fn sync_recv(&mut self, conn: &mut Connection) {
-        if self.failed || self.qp.srq().is_some() {
-            return;
-        }
-        let count = u64::from(self.qp.rq_count());
-        while self.rq_seq - self.rq_done < count {
-            let ahead = (self.rq_seq - self.rq_done) as u32;
-            let Some(w) = self.qp.rq_peek_at(ahead) else {
-                break;
-            };
-            // Too many SGEs: a zero-length buffer, which any SEND overflows
-            // (IBV_WC_LOC_LEN_ERR).
-            let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
-            if conn.post_recv(self.id, self.rq_seq, len).is_err() {
-                break;
-            }
-            if let Some(slot) = self.recv_ids.get_mut((self.rq_seq % MAX_RECV_WR as u64) as usize) {
-                *slot = w.wr_id;
-            }
-            self.rq_seq += 1;
-        }
-    }
-
-    /// Takes a receive from the QP's SRQ for the core (see [`metaroce_proto::Memory`]):
-    /// `(sequence, length)`, or `None` without an SRQ, when it is empty or the core's
-    /// receive window is full.
-    pub(crate) fn take_shared(&mut self) -> Option<(u64, u32)> {
+    /// Takes the QP's next receive for the core (see [`metaroce_proto::Memory`]): from
+    /// its SRQ, or the next WQE of its receive ring not handed over yet (it stays in
+    /// the ring until it completes). Returns `(sequence, length)`; `None` when there is
+    /// none or the core's receive window is full.
+    pub(crate) fn take_recv(&mut self) -> Option<(u64, u32)> {
         if self.failed || self.rq_seq - self.rq_done >= MAX_RECV_WR as u64 {
             return None;
         }
-        let w = self.qp.srq()?.take()?;
-        // Too many SGEs: a zero-length buffer (see `sync_recv`).
-        let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
         let seq = self.rq_seq;
-        *self.shared.get_mut((seq % MAX_RECV_WR as u64) as usize)? = Some(w);
+        let i = (seq % MAX_RECV_WR as u64) as usize;
+        let w = match self.qp.srq() {
+            Some(srq) => {
+                let w = srq.take()?;
+                *self.shared.get_mut(i)? = Some(w);
+                w
+            }
+            None => {
+                let w = self.qp.rq_peek_at((seq - self.rq_done) as u32)?;
+                *self.recv_ids.get_mut(i)? = w.wr_id;
+                w
+            }
+        };
+        // Too many SGEs: a zero-length buffer, which any SEND overflows
+        // (IBV_WC_LOC_LEN_ERR).
+        let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
         self.rq_seq += 1;
         Some((seq, len))
     }
@@ -224,8 +220,8 @@ impl Bound {
     /// Hands send WQEs the user posted since the last call to the core. A WQE that
     /// cannot execute completes with its error once everything before it completed,
     /// and fails the QP.
-    pub(crate) fn sync_send(&mut self, dev: &Device<MetaRoceDriver>, conn: &mut Connection) {
-        if self.failed || self.qp.state() != QpState::Rts {
+    pub(crate) fn sync_send(&mut self, dev: &Device<MetaRoceDriver>, conn: &mut Conn) {
+        if !self.send_pending || self.failed || self.qp.state() != QpState::Rts {
             return;
         }
         let count = u64::from(self.qp.sq_count());
@@ -271,9 +267,12 @@ impl Bound {
             self.fail(conn);
             break;
         }
+        // WQEs left behind (the core was full, or an error waits for older ones to
+        // complete) are tried again at the next run.
+        self.send_pending = self.sq_seq - self.sq_done < count;
     }
 
-    fn post(&self, dev: &Device<MetaRoceDriver>, conn: &mut Connection, w: &SendWqe) -> Result<(), Refused> {
+    fn post(&self, dev: &Device<MetaRoceDriver>, conn: &mut Conn, w: &SendWqe) -> Result<(), Refused> {
         let opcode = core_opcode(w.opcode).ok_or(Refused::Fail(WcStatus::LocQpOpErr))?;
         if w.length > u64::from(MAX_MSG_LEN) {
             return Err(Refused::Fail(WcStatus::LocLenErr));
@@ -374,7 +373,7 @@ impl Bound {
     }
 
     /// Moves the QP to the error state: the core flushes what it holds, in order.
-    pub(crate) fn fail(&mut self, conn: &mut Connection) {
+    pub(crate) fn fail(&mut self, conn: &mut Conn) {
         self.qp.set_error();
         let _ = conn.qp_to_error(self.id);
         if !self.failed && self.qp.srq().is_some() {

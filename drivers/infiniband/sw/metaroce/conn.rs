@@ -31,8 +31,9 @@ use kernel::{
     workqueue::{self, Work, WorkItem},
 };
 use metaroce_proto::{
-    constants::{MAX_QPS, MIN_TRANSMIT_BUF, UDP_PORT},
-    Config, Connection, Event, Instant as CoreInstant, QpId, Stats, Transmit,
+    cc::Aimd,
+    constants::{MIN_TRANSMIT_BUF, UDP_PORT},
+    Config, Connection, Event, Instant as CoreInstant, PostError, QpId, QpSlot, QpStore, Stats, Transmit,
 };
 use rdma::{
     device::{Device, Registry},
@@ -66,8 +67,33 @@ impl ConnCounters {
 }
 
 /// What only the serialized context touches.
+/// The most QPs one connection carries (a device's `max_qp`).
+const MAX_QPS_PER_CONN: usize = crate::device::MAX_QP as usize;
+
+/// A connection's QP slots: allocated one by one as QPs bind, never freed before
+/// the connection (a slot's index is its QP's id), reused after an unbind.
+#[derive(Default)]
+pub(crate) struct QpSlots(KVec<KBox<QpSlot>>);
+
+impl QpStore for QpSlots {
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn get(&self, i: usize) -> Option<&QpSlot> {
+        self.0.get(i).map(|b| &**b)
+    }
+
+    fn get_mut(&mut self, i: usize) -> Option<&mut QpSlot> {
+        self.0.get_mut(i).map(|b| &mut **b)
+    }
+}
+
+/// A connection of the driver: the default controller, QP slots grown on demand.
+pub(crate) type Conn = Connection<Aimd, QpSlots>;
+
 struct ConnState {
-    conn: KBox<Connection>,
+    conn: KBox<Conn>,
     /// The bound QPs, by their stream index.
     qps: KVec<Option<Bound>>,
     /// The other half of the inbox's double buffer.
@@ -153,13 +179,10 @@ impl ConnCtx {
     ) -> Result<Arc<Self>> {
         let epoch = Instant::<Monotonic>::now();
         let conn = KBox::init(
-            Connection::init_aimd(cfg, CoreInstant::ZERO, rdma::random::u64()),
+            Connection::init_aimd_with(cfg, QpSlots::default(), CoreInstant::ZERO, rdma::random::u64()),
             GFP_KERNEL,
         )?;
-        let mut qps = KVec::with_capacity(MAX_QPS, GFP_KERNEL)?;
-        for _ in 0..MAX_QPS {
-            qps.push(None, GFP_KERNEL)?;
-        }
+        let qps = KVec::new();
         let mut buf = KVec::with_capacity(MIN_TRANSMIT_BUF, GFP_KERNEL)?;
         buf.resize(MIN_TRANSMIT_BUF, 0, GFP_KERNEL)?;
         let state = ConnState {
@@ -204,8 +227,12 @@ impl ConnCtx {
 
     /// Runs the connection now, in the caller's (process) context: the send doorbell
     /// does this, as rdma_rxe runs its requester in `post_send`, to spare a wakeup.
-    pub(crate) fn run(self: &Arc<Self>, dev: &Device<MetaRoceDriver>) {
+    /// The send doorbell of QP `id`: hands its new WQEs to the core and runs.
+    pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
+        if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
+            b.send_pending = true;
+        }
         self.drive(dev, &mut st);
     }
 
@@ -237,14 +264,24 @@ impl ConnCtx {
     ) -> Result<QpId> {
         // Allocated before the lock: nothing under it sleeps.
         let mut b = Bound::new(qp.clone(), QpId(0), qp.attributes().access)?;
+        // A slot in case every one is taken (about 15 KiB, freed if not needed).
+        let spare = KBox::init(QpSlot::init(), GFP_KERNEL)?;
         let mut st = self.state.lock();
         if st.dead {
             return Err(ENOTCONN);
         }
-        let id = st
-            .conn
-            .open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn)
-            .map_err(|_| ENOSPC)?;
+        let id = match st.conn.open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn) {
+            Err(PostError::TooManyQps) if st.conn.qps().len() < MAX_QPS_PER_CONN => {
+                st.qps.push(None, GFP_ATOMIC)?;
+                if let Err(e) = st.conn.qps_mut().0.push(spare, GFP_ATOMIC) {
+                    st.qps.pop();
+                    return Err(e.into());
+                }
+                st.conn.open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn)
+            }
+            r => r,
+        }
+        .map_err(|_| ENOSPC)?;
         b.id = id;
         match st.qps.get_mut(id.index()) {
             Some(slot) => *slot = Some(b),
@@ -272,6 +309,7 @@ impl ConnCtx {
         st.conn.set_retransmission(attrs.retry_cnt.max(1), initial, min);
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.access = access;
+            b.send_pending = true;
         }
         self.drive(dev, &mut st);
     }
@@ -329,9 +367,6 @@ impl ConnCtx {
             core::mem::swap(&mut *inbox, &mut st.rx);
         }
         let ConnState { conn, qps, rx, buf, .. } = st;
-        for b in qps.iter_mut().flatten() {
-            b.sync_recv(conn);
-        }
         for d in rx.iter() {
             let ce = d.info().ecn == Ecn::Ce;
             let mut mem = QpMemory { dev, qps };
@@ -353,7 +388,7 @@ impl ConnCtx {
         self.arm(st, now);
     }
 
-    fn drain_events(&self, conn: &mut Connection, qps: &mut [Option<Bound>]) {
+    fn drain_events(&self, conn: &mut Conn, qps: &mut [Option<Bound>]) {
         while let Some(ev) = conn.poll_event() {
             match ev {
                 Event::Completion(c) => {
@@ -377,7 +412,7 @@ impl ConnCtx {
         dev: &Device<MetaRoceDriver>,
         netdev: &NetDevice,
         now: CoreInstant,
-        conn: &mut Connection,
+        conn: &mut Conn,
         qps: &mut [Option<Bound>],
         buf: &mut [u8],
     ) {

@@ -24,7 +24,7 @@ use rdma::{
 const PACKET_OVERHEAD: u32 = 40 + 8 + MAX_DATA_HEADER_LEN as u32;
 
 /// Limits the driver is built for (Documentation/metaroce/driver.rst, "Limits").
-const MAX_QP: u32 = 16384;
+pub(crate) const MAX_QP: u32 = 16384;
 const MAX_QP_WR: u32 = 16384;
 const MAX_SGE: u32 = RING_MAX_SGE as u32;
 const MAX_CQ: u32 = 16384;

@@ -140,7 +140,7 @@ pub(crate) fn gather_payload(
 
 impl Memory for QpMemory<'_> {
     fn take_shared_recv(&mut self, qp: QpId) -> Option<(u64, u32)> {
-        bound(self.qps, qp).ok()?.take_shared()
+        bound(self.qps, qp).ok()?.take_recv()
     }
 
     fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {

@@ -137,7 +137,7 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
         return Ok(());
     }
     match qp.data().binding() {
-        Some(b) => b.conn.run(dev),
+        Some(b) => b.conn.doorbell(dev, b.id),
         None => {
             if qp.state() == QpState::Err {
                 qp.flush_send_queue();

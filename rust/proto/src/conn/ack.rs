@@ -6,6 +6,7 @@
 
 use super::qp::QpState;
 use super::rx::RxDrop;
+use super::store::{QpStore, QpStoreExt};
 use super::Connection;
 use crate::cc::{CongestionControl, Signal};
 use crate::constants::{ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, MAX_PATHS, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS, SACK_BYTES};
@@ -15,7 +16,7 @@ use crate::psn::seq_diff;
 use crate::timer::Instant;
 use crate::wire::{AckBlock, AckHeader, Header, Nak, NakCode, Packet, PacketType};
 
-impl<C: CongestionControl> Connection<C> {
+impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     pub(crate) fn on_ack(&mut self, now: Instant, pkt: &Packet<'_>) -> Result<(), RxDrop> {
         let a = pkt.ack().map_err(RxDrop::Malformed)?;
         self.peer_hint_bps = u64::from(a.rate_hint).saturating_mul(RATE_HINT_UNIT_BPS);
@@ -133,14 +134,15 @@ impl<C: CongestionControl> Connection<C> {
 
     /// The data of an acknowledged packet reached the peer.
     fn on_chunk_acked(&mut self, s: &Sent) {
-        let Some(q) = self.qps.get_mut(usize::from(s.chunk.qp)) else { return };
+        let Some(q) = self.qps.qp_mut(usize::from(s.chunk.qp)) else { return };
         if q.state != QpState::Active {
             return;
         }
         if s.chunk.resp {
             q.resp_acked.insert(s.chunk.ssn);
             q.reclaim_responses();
-            self.deliver_mask |= 1 << s.chunk.qp;
+            q.deliver_pending = true;
+            self.deliver_any = true;
         } else {
             q.req_acked.insert(s.chunk.ssn);
         }
@@ -164,7 +166,7 @@ impl<C: CongestionControl> Connection<C> {
         }
         self.rearm_rto(pi, now, false);
         let qi = usize::from(s.chunk.qp);
-        let Some(q) = self.qps.get_mut(qi) else { return };
+        let Some(q) = self.qps.qp_mut(qi) else { return };
         let rnr_retry = q.rnr_retry;
         let Some(w) = q.sq_slot_mut(s.chunk.msn) else { return };
         let err = match nak.code {
@@ -204,7 +206,10 @@ impl<C: CongestionControl> Connection<C> {
     /// outstanding work request (the RNR timer to arm next).
     pub(crate) fn next_rnr_wakeup(&self, now: Instant) -> Option<Instant> {
         let mut t = None;
-        for q in self.qps.iter().filter(|q| q.state == QpState::Active && q.error.is_none()) {
+        for i in 0..self.qps.len() {
+            let Some(q) = self.qps.qp(i).filter(|q| q.state == QpState::Active && q.error.is_none()) else {
+                continue;
+            };
             let mut msn = q.sq_head;
             while msn != q.next_msn {
                 if let Some(u) = q.sq_slot(msn).and_then(|w| w.rnr_until).filter(|u| *u > now) {
@@ -257,7 +262,7 @@ impl<C: CongestionControl> Connection<C> {
     /// Reports QPs that entered the error state.
     pub(crate) fn report_qp_errors(&mut self) {
         for i in 0..self.qps.len() {
-            let Some(q) = self.qps.get_mut(i) else { continue };
+            let Some(q) = self.qps.qp_mut(i) else { continue };
             if let (Some(status), false) = (q.error, q.error_reported) {
                 q.error_reported = true;
                 self.push_event(Event::QpError { qp: super::QpId(i as u16), status });

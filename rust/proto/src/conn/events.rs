@@ -7,13 +7,14 @@
 //= Documentation/metaroce/spec.rst#completion-ordering
 
 use super::qp::QpState;
+use super::store::{QpStore, QpStoreExt};
 use super::{Connection, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_PENDING_EVENTS, MAX_QPS, MAX_RECV_WR};
+use crate::constants::{MAX_PENDING_EVENTS, MAX_RECV_WR};
 use crate::event::{Completion, Event, WcOpcode, WcStatus};
 use crate::psn::seq_diff;
 
-impl<C: CongestionControl> Connection<C> {
+impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Returns the next event: connection events first, then completions.
     ///
     /// A send work request completes once every segment is acknowledged (and
@@ -30,7 +31,7 @@ impl<C: CongestionControl> Connection<C> {
                 return e;
             }
         }
-        for i in 0..MAX_QPS {
+        for i in 0..self.qps.len() {
             if let Some(c) = self.next_completion(i) {
                 return Some(Event::Completion(c));
             }
@@ -39,7 +40,7 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     fn next_completion(&mut self, qi: usize) -> Option<Completion> {
-        let q = self.qps.get_mut(qi)?;
+        let q = self.qps.qp_mut(qi)?;
         if q.state != QpState::Active {
             return None;
         }

@@ -12,19 +12,20 @@ mod config;
 mod events;
 mod qp;
 mod rx;
+mod store;
 #[cfg(test)]
 mod tests;
 mod tx;
 
 pub use config::Config;
 pub use rx::RxDrop;
+pub use store::{QpArray, QpSlot, QpStore};
 pub use tx::{Payload, Transmit};
 
 use crate::cc::{Aimd, CongestionControl, Signal};
-const _: () = assert!(MAX_QPS <= 32, "deliver_mask holds one bit per QP");
 
 use crate::constants::{
-    MAX_MSG_LEN, MAX_PATHS, MAX_PENDING_EVENTS, MAX_PENDING_NAKS, MAX_QPS, MAX_RECV_WR, MAX_SEND_WR,
+    MAX_MSG_LEN, MAX_PATHS, MAX_PENDING_EVENTS, MAX_PENDING_NAKS, MAX_RECV_WR, MAX_SEND_WR,
 };
 use crate::event::{Event, WcStatus};
 use crate::path::{PathStats, TxPath};
@@ -35,6 +36,7 @@ use crate::wire::Nak;
 use crate::wr::{Opcode, WorkRequest};
 use pin_init::{init, init_array_from_fn, Init};
 use qp::{Qp, QpState, RecvWqe, SendWr};
+use store::QpStoreExt;
 
 /// A local QP's handle within its connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -154,7 +156,7 @@ pub(crate) fn segments(len: u32, mtu: u32) -> u32 {
 /// constructors [`Connection::new`] and [`Connection::with_cc`] are for host
 /// code only (left out of the kernel build).
 #[derive(Clone, Debug)]
-pub struct Connection<C: CongestionControl = Aimd> {
+pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     cfg: Config,
     state: ConnState,
     peer_conn: u32,
@@ -162,7 +164,7 @@ pub struct Connection<C: CongestionControl = Aimd> {
     cc: C,
     paths: [TxPath; MAX_PATHS],
     rx_paths: [RxPath; MAX_PATHS],
-    qps: [Qp; MAX_QPS],
+    qps: S,
     /// Round-robin cursors.
     next_path: usize,
     next_qp: usize,
@@ -182,8 +184,8 @@ pub struct Connection<C: CongestionControl = Aimd> {
     consecutive_rto: u32,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
-    /// QPs (bit per slot) whose in-order delivery may progress.
-    deliver_mask: u32,
+    /// Some QP's in-order delivery may progress (see `Qp::deliver_pending`).
+    deliver_any: bool,
     close_pending: Option<u32>,
     events: [Option<Event>; MAX_PENDING_EVENTS],
     ev_head: usize,
@@ -191,7 +193,7 @@ pub struct Connection<C: CongestionControl = Aimd> {
     stats: Stats,
 }
 
-impl Connection<Aimd> {
+impl Connection<Aimd, QpArray> {
     /// In-place initializer of a connection with the default AIMD controller
     /// (configured from `config.aimd`): see [`Connection::init`].
     pub fn init_aimd(config: Config, now: Instant, seed: u64) -> impl Init<Self> {
@@ -209,16 +211,48 @@ impl Connection<Aimd> {
     }
 }
 
-impl<C: CongestionControl> Connection<C> {
+impl Connection<Aimd, QpArray> {
+    /// In-place initializer of a connection with the default AIMD controller
+    /// and the QP store `qps` (an initializer of any [`QpStore`]; see
+    /// [`Connection::init_with`]).
+    pub fn init_aimd_with<S: QpStore>(
+        config: Config,
+        qps: impl Init<S>,
+        now: Instant,
+        seed: u64,
+    ) -> impl Init<Connection<Aimd, S>> {
+        let cfg = config.sanitized();
+        Connection::init_with(cfg, Aimd::init(cfg.aimd), qps, now, seed)
+    }
+}
+
+impl<C: CongestionControl> Connection<C, QpArray> {
     /// In-place initializer of a connection with a caller-chosen congestion
-    /// controller (`cc` is a `C` by value or an initializer of one). `seed`
-    /// drives source-port choice; `now` is the caller's current time. Nothing
-    /// larger than one small element is built on the stack: the paths, QPs
-    /// and their rings are written in place, element by element. Infallible.
+    /// controller (`cc` is a `C` by value or an initializer of one) and the
+    /// default QP store ([`QpArray`]). `seed` drives source-port choice; `now`
+    /// is the caller's current time. Nothing larger than one small element is
+    /// built on the stack: the paths, QPs and their rings are written in place,
+    /// element by element. Infallible.
     ///
     /// Run it with any `pin_init` slot: `KBox::init(.., GFP_KERNEL)` in the
     /// kernel, `Box::init(..)` (`pin_init::InPlaceInit`) on a host.
     pub fn init(config: Config, cc: impl Init<C>, now: Instant, seed: u64) -> impl Init<Self> {
+        Self::init_with(config, cc, init_array_from_fn(|_| QpSlot::init()), now, seed)
+    }
+
+    /// A connection with a caller-chosen congestion controller, by value
+    /// (host only: the kernel uses [`Connection::init`]).
+    #[cfg(not(metaroce_kernel))]
+    pub fn with_cc(config: Config, cc: C, now: Instant, seed: u64) -> Self {
+        Self::with_cc_store(config, cc, core::array::from_fn(|_| QpSlot::new()), now, seed)
+    }
+}
+
+impl<C: CongestionControl, S: QpStore> Connection<C, S> {
+    /// In-place initializer of a connection with the QP store `qps` (an
+    /// initializer of any [`QpStore`], e.g. an empty growable one): see
+    /// [`Connection::init`].
+    pub fn init_with(config: Config, cc: impl Init<C>, qps: impl Init<S>, now: Instant, seed: u64) -> impl Init<Self> {
         let cfg = config.sanitized();
         init!(Connection {
             cfg,
@@ -228,7 +262,7 @@ impl<C: CongestionControl> Connection<C> {
             cc <- cc,
             paths <- init_array_from_fn(|_| TxPath::init(0, 0)),
             rx_paths <- init_array_from_fn(|_| RxPath::default()),
-            qps <- init_array_from_fn(|_| Qp::init()),
+            qps <- qps,
             next_path: 0,
             next_qp: 0,
             ack_path: 0,
@@ -244,7 +278,7 @@ impl<C: CongestionControl> Connection<C> {
             consecutive_rto: 0,
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
-            deliver_mask: 0,
+            deliver_any: false,
             close_pending: None,
             events <- init_array_from_fn(|_| None),
             ev_head: 0,
@@ -257,10 +291,10 @@ impl<C: CongestionControl> Connection<C> {
         })
     }
 
-    /// A connection with a caller-chosen congestion controller, by value
-    /// (host only: the kernel uses [`Connection::init`]).
+    /// A connection with a caller-chosen congestion controller and QP store,
+    /// by value (host only).
     #[cfg(not(metaroce_kernel))]
-    pub fn with_cc(config: Config, cc: C, now: Instant, seed: u64) -> Self {
+    pub fn with_cc_store(config: Config, cc: C, qps: S, now: Instant, seed: u64) -> Self {
         let mut c = Connection {
             cfg: config.sanitized(),
             state: ConnState::Open,
@@ -269,7 +303,7 @@ impl<C: CongestionControl> Connection<C> {
             cc,
             paths: core::array::from_fn(|_| TxPath::blank()),
             rx_paths: core::array::from_fn(|_| RxPath::default()),
-            qps: core::array::from_fn(|_| Qp::blank()),
+            qps,
             next_path: 0,
             next_qp: 0,
             ack_path: 0,
@@ -285,7 +319,7 @@ impl<C: CongestionControl> Connection<C> {
             consecutive_rto: 0,
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
-            deliver_mask: 0,
+            deliver_any: false,
             close_pending: None,
             events: [None; MAX_PENDING_EVENTS],
             ev_head: 0,
@@ -310,8 +344,10 @@ impl<C: CongestionControl> Connection<C> {
         for p in self.rx_paths.iter_mut() {
             *p = RxPath::default();
         }
-        for q in self.qps.iter_mut() {
-            q.reset();
+        for i in 0..self.qps.len() {
+            if let Some(q) = self.qps.qp_mut(i) {
+                q.reset();
+            }
         }
         self.next_path = 0;
         self.next_qp = 0;
@@ -328,7 +364,7 @@ impl<C: CongestionControl> Connection<C> {
         self.consecutive_rto = 0;
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);
-        self.deliver_mask = 0;
+        self.deliver_any = false;
         self.close_pending = None;
         self.events.iter_mut().for_each(|e| *e = None);
         self.ev_head = 0;
@@ -453,10 +489,10 @@ impl<C: CongestionControl> Connection<C> {
         if self.qp_by_qpn(local_qpn).is_some() {
             return Err(PostError::Invalid);
         }
-        let (i, q) = (0..MAX_QPS)
-            .zip(self.qps.iter_mut())
-            .find(|(_, q)| q.state == QpState::Free)
+        let i = (0..self.qps.len().min(usize::from(u16::MAX)))
+            .find(|&i| self.qps.qp(i).is_some_and(|q| q.state == QpState::Free))
             .ok_or(PostError::TooManyQps)?;
+        let q = self.qps.qp_mut(i).ok_or(PostError::TooManyQps)?;
         let (msn, ssn, rssn) = (stream_start(sq_psn, 0), stream_start(sq_psn, 1), stream_start(sq_psn, 2));
         let (peer_msn, peer_ssn, peer_rssn) = (stream_start(rq_psn, 0), stream_start(rq_psn, 1), stream_start(rq_psn, 2));
         // In place: a QP is about 20 KiB.
@@ -517,7 +553,7 @@ impl<C: CongestionControl> Connection<C> {
 
     /// Unbinds a QP at once; its outstanding work is forgotten without completions.
     pub fn close_qp(&mut self, qp: QpId) {
-        if let Some(q) = self.qps.get_mut(qp.index()) {
+        if let Some(q) = self.qps.qp_mut(qp.index()) {
             q.reset();
         }
     }
@@ -539,12 +575,24 @@ impl<C: CongestionControl> Connection<C> {
         Ok(())
     }
 
+    /// The QP store: every slot, bound or free.
+    pub fn qps(&self) -> &S {
+        &self.qps
+    }
+
+    /// The QP store, to add slots when [`open_qp_psn`](Self::open_qp_psn) finds none
+    /// free (`PostError::TooManyQps`). Slots must never be removed or reordered: a
+    /// slot's index is the id of the QP bound to it.
+    pub fn qps_mut(&mut self) -> &mut S {
+        &mut self.qps
+    }
+
     pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<usize> {
-        (0..MAX_QPS).zip(self.qps.iter()).find(|(_, q)| q.state == QpState::Active && q.local_qpn == qpn).map(|(i, _)| i)
+        (0..self.qps.len()).find(|&i| self.qps.qp(i).is_some_and(|q| q.state == QpState::Active && q.local_qpn == qpn))
     }
 
     fn active_qp(&mut self, qp: QpId) -> Result<&mut Qp, PostError> {
-        match self.qps.get_mut(qp.index()) {
+        match self.qps.qp_mut(qp.index()) {
             Some(q) if q.state == QpState::Active => Ok(q),
             _ => Err(PostError::InvalidQp),
         }
@@ -696,7 +744,8 @@ impl<C: CongestionControl> Connection<C> {
     /// Fails every QP that still has work: the oldest outstanding request gets
     /// `status`, the rest are flushed.
     fn fail_all(&mut self, status: WcStatus) {
-        for q in self.qps.iter_mut().filter(|q| q.state == QpState::Active) {
+        for i in 0..self.qps.len() {
+            let Some(q) = self.qps.qp_mut(i).filter(|q| q.state == QpState::Active) else { continue };
             let head = q.sq_head;
             if head != q.next_msn {
                 if let Some(w) = q.sq_slot_mut(head) {
@@ -723,9 +772,9 @@ impl<C: CongestionControl> Connection<C> {
 }
 
 /// Formats internal state (see [`Connection::debug_state`]).
-struct DebugState<'a, C: CongestionControl>(&'a Connection<C>);
+struct DebugState<'a, C: CongestionControl, S: QpStore>(&'a Connection<C, S>);
 
-impl<C: CongestionControl> core::fmt::Display for DebugState<'_, C> {
+impl<C: CongestionControl, S: QpStore> core::fmt::Display for DebugState<'_, C, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let c = self.0;
         write!(f, "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
@@ -734,7 +783,7 @@ impl<C: CongestionControl> core::fmt::Display for DebugState<'_, C> {
             write!(f, " | p{} rto={:?} fl={} lost={} bytes={} cwnd={}", i, p.rto_deadline, p.inflight.in_flight,
                 p.inflight.lost, p.inflight.bytes_in_flight, c.cc.path_window(i))?;
         }
-        for (i, q) in (0..MAX_QPS).zip(c.qps.iter()).filter(|(_, q)| q.state == QpState::Active) {
+        for (i, q) in (0..c.qps.len()).filter_map(|i| Some((i, c.qps.qp(i)?))).filter(|(_, q)| q.state == QpState::Active) {
             write!(f, " | q{} head={} send={}/{} next={} req_acked={} resp_rx={} deliver={} req_rx={} resp={}..{} err={:?}",
                 i, q.sq_head, q.send_msn, q.send_seg, q.next_msn, q.req_acked.base(), q.resp_rx.base(),
                 q.deliver_msn, q.req_rx.base(), q.resp_head, q.resp_tail, q.error)?;

@@ -10,6 +10,7 @@
 //= Documentation/metaroce/spec.rst#receive-validation
 
 use super::qp::{Qp, QpState, RxKind, RxMsg, Response};
+use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, QpId};
 use crate::cc::CongestionControl;
 use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, PSN_BEHIND_WINDOW};
@@ -66,7 +67,7 @@ fn status_of(e: MemError) -> Status {
     }
 }
 
-impl<C: CongestionControl> Connection<C> {
+impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Processes one received datagram (the UDP payload).
     ///
     /// `ecn_ce` is the IP header's ECN-CE mark. Payloads are placed through
@@ -85,11 +86,13 @@ impl<C: CongestionControl> Connection<C> {
             self.stats.rx_dropped = self.stats.rx_dropped.saturating_add(1);
         }
         // Deliver where a message completed or a response slot freed up.
-        let mut mask = core::mem::take(&mut self.deliver_mask);
-        while mask != 0 {
-            let i = mask.trailing_zeros() as usize;
-            mask &= mask.wrapping_sub(1);
-            self.deliver(i, mem);
+        if core::mem::take(&mut self.deliver_any) {
+            for i in 0..self.qps.len() {
+                let pending = self.qps.qp_mut(i).is_some_and(|q| core::mem::take(&mut q.deliver_pending));
+                if pending {
+                    self.deliver(i, mem);
+                }
+            }
         }
         r
     }
@@ -179,7 +182,7 @@ impl<C: CongestionControl> Connection<C> {
         let seg = match self.qp_by_qpn(stream.qpn) {
             None => return Err(RxDrop::NoQp),
             Some(qi) if ty.is_response() => self.on_response(qi, h, &stream, &ext, payload, mem),
-            Some(qi) if self.qps.get(qi).is_some_and(|q| q.error.is_some()) => return Err(RxDrop::NoQp),
+            Some(qi) if self.qps.qp(qi).is_some_and(|q| q.error.is_some()) => return Err(RxDrop::NoQp),
             Some(qi) => self.on_request(qi, h, &stream, &ext, payload, mem),
         };
         match seg {
@@ -250,7 +253,7 @@ impl<C: CongestionControl> Connection<C> {
         mem: &mut M,
     ) -> Seg {
         let qp = QpId(qi as u16);
-        let Some(q) = self.qps.get_mut(qi) else { return Seg::Drop };
+        let Some(q) = self.qps.qp_mut(qi) else { return Seg::Drop };
         match q.req_rx.get(s.ssn) {
             Some(true) => return Seg::Duplicate,
             None => return Seg::Drop,
@@ -332,7 +335,8 @@ impl<C: CongestionControl> Connection<C> {
                 *slot = msg;
             }
         }
-        self.deliver_mask |= 1 << qi;
+        q.deliver_pending = true;
+        self.deliver_any = true;
         Seg::Accepted
     }
 
@@ -350,7 +354,7 @@ impl<C: CongestionControl> Connection<C> {
         mem: &mut M,
     ) -> Seg {
         let qp = QpId(qi as u16);
-        let Some(q) = self.qps.get_mut(qi) else { return Seg::Drop };
+        let Some(q) = self.qps.qp_mut(qi) else { return Seg::Drop };
         match q.resp_rx.get(s.ssn) {
             Some(true) => return Seg::Duplicate,
             None => return Seg::Drop,
@@ -416,7 +420,7 @@ impl<C: CongestionControl> Connection<C> {
     pub(crate) fn deliver<M: Memory>(&mut self, qi: usize, mem: &mut M) {
         let mtu = self.cfg.mtu;
         let qp = QpId(qi as u16);
-        let Some(q) = self.qps.get_mut(qi) else { return };
+        let Some(q) = self.qps.qp_mut(qi) else { return };
         if q.state != QpState::Active {
             return;
         }

@@ -218,7 +218,7 @@ fn nak_for_resolved_packet_is_ignored() {
         // A (duplicated, late) NAK for the acknowledged packet must do nothing.
         let nak = crate::wire::Nak { path: 0, code: NakCode::AccessError, rnr_timer: 1, psn: second.psn, qpn: 2, msn: stream.msn, ssn: stream.ssn };
         n.c[0].on_nak(n.now, &nak);
-        assert_eq!(n.c[0].qps[0].error, None);
+        assert_eq!(n.c[0].qps[0].qp.error, None);
         n.deliver(1, &pkts[..1]);
         n.settle();
         let c = n.completions(0);

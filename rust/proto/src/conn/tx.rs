@@ -11,9 +11,10 @@
 //= Documentation/metaroce/spec.rst#transmit
 
 use super::qp::QpState;
+use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_QPS, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, REASM_WINDOW};
+use crate::constants::{MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, REASM_WINDOW};
 use crate::path::inflight::Chunk;
 use crate::psn::seq_diff;
 use crate::timer::Instant;
@@ -75,7 +76,7 @@ pub struct Transmit {
     pub payload: Option<Payload>,
 }
 
-impl<C: CongestionControl> Connection<C> {
+impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Produces the next packet, if any may be sent at `now`.
     ///
     /// Writes the headers into `buf` (at least
@@ -174,8 +175,10 @@ impl<C: CongestionControl> Connection<C> {
     pub(crate) fn has_data_to_send(&self) -> bool {
         self.state == ConnState::Open
             && (self.paths.iter().any(|p| p.inflight.lost > 0)
-                || self.qps.iter().any(|q| {
-                    q.state == QpState::Active && (q.send_msn != q.next_msn || q.resp_tail != q.resp_head)
+                || (0..self.qps.len()).any(|i| {
+                    self.qps.qp(i).is_some_and(|q| {
+                        q.state == QpState::Active && (q.send_msn != q.next_msn || q.resp_tail != q.resp_head)
+                    })
                 }))
     }
 
@@ -286,7 +289,7 @@ impl<C: CongestionControl> Connection<C> {
     }
 
     fn chunk_status(&self, c: &Chunk, now: Instant) -> ChunkStatus {
-        let Some(q) = self.qps.get(usize::from(c.qp)) else { return ChunkStatus::Done };
+        let Some(q) = self.qps.qp(usize::from(c.qp)) else { return ChunkStatus::Done };
         if q.state != QpState::Active {
             return ChunkStatus::Done;
         }
@@ -309,9 +312,10 @@ impl<C: CongestionControl> Connection<C> {
 
     /// The next never-sent segment: responses first, then requests round robin.
     fn next_new(&self) -> Option<Chunk> {
-        for k in 0..MAX_QPS {
-            let qi = self.next_qp.wrapping_add(k) % MAX_QPS;
-            let Some(q) = self.qps.get(qi) else { continue };
+        let n = self.qps.len().max(1);
+        for k in 0..n {
+            let qi = self.next_qp.wrapping_add(k) % n;
+            let Some(q) = self.qps.qp(qi) else { continue };
             if q.state != QpState::Active {
                 continue;
             }
@@ -321,7 +325,7 @@ impl<C: CongestionControl> Connection<C> {
                     if r.sent_segs < r.nsegs {
                         let ssn = r.ssn_first.wrapping_add(r.sent_segs);
                         if seq_diff(ssn, q.resp_acked.base()) < REASM_WINDOW as i32 {
-                            return Some(Chunk { qp: qi as u8, resp: true, msn: r.msn, ssn });
+                            return Some(Chunk { qp: qi as u16, resp: true, msn: r.msn, ssn });
                         }
                         break;
                     }
@@ -329,16 +333,17 @@ impl<C: CongestionControl> Connection<C> {
                 i = i.wrapping_add(1);
             }
         }
-        for k in 0..MAX_QPS {
-            let qi = self.next_qp.wrapping_add(k) % MAX_QPS;
-            let Some(q) = self.qps.get(qi) else { continue };
+        let n = self.qps.len().max(1);
+        for k in 0..n {
+            let qi = self.next_qp.wrapping_add(k) % n;
+            let Some(q) = self.qps.qp(qi) else { continue };
             if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
                 continue;
             }
             let Some(w) = q.sq.get(q.send_msn as usize % MAX_SEND_WR) else { continue };
             let ssn = w.ssn_first.wrapping_add(q.send_seg);
             if seq_diff(ssn, q.req_acked.base()) < REASM_WINDOW as i32 {
-                return Some(Chunk { qp: qi as u8, resp: false, msn: w.msn, ssn });
+                return Some(Chunk { qp: qi as u16, resp: false, msn: w.msn, ssn });
             }
         }
         None
@@ -348,7 +353,7 @@ impl<C: CongestionControl> Connection<C> {
         if retx {
             return;
         }
-        let Some(q) = self.qps.get_mut(usize::from(c.qp)) else { return };
+        let Some(q) = self.qps.qp_mut(usize::from(c.qp)) else { return };
         if c.resp {
             let mut i = q.resp_head;
             while i != q.resp_tail {
@@ -367,7 +372,7 @@ impl<C: CongestionControl> Connection<C> {
                 q.send_seg = 0;
                 q.send_msn = q.send_msn.wrapping_add(1);
             }
-            self.next_qp = usize::from(c.qp).wrapping_add(1) % MAX_QPS;
+            self.next_qp = usize::from(c.qp).wrapping_add(1) % self.qps.len().max(1);
         }
     }
 
@@ -375,7 +380,7 @@ impl<C: CongestionControl> Connection<C> {
     fn build(&self, c: Chunk, path: usize, buf: &mut [u8]) -> Option<(usize, Option<Payload>)> {
         let mtu = self.cfg.mtu;
         let qi = usize::from(c.qp);
-        let q = self.qps.get(qi)?;
+        let q = self.qps.qp(qi)?;
         let qp = QpId(qi as u16);
         let mut flags = 0u8;
         if self.peer_conn == 0 {

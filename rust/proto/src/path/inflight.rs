@@ -18,7 +18,7 @@ use pin_init::{init, init_array_from_fn, Init};
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Chunk {
     /// Local QP index.
-    pub(crate) qp: u8,
+    pub(crate) qp: u16,
     /// Response stream (READ/atomic response) rather than request stream.
     pub(crate) resp: bool,
     /// Message sequence number.

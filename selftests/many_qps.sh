@@ -1,0 +1,45 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# 1,000 RC QP pairs between the two namespaces (many_qps.py): created, connected,
+# one SEND each with its content checked, destroyed. All of them share one MetaRoCE
+# connection per side (conns_opened, qps_bound); the kernel memory per QP and per
+# binding is printed.
+
+. "$(dirname "$0")/lib.sh"
+
+PY=/usr/bin/python3
+MQ="$(dirname "$(readlink -f "$0")")/many_qps.py"
+N=${MANY_QPS:-1000}
+
+trap cleanup_devices_and_ns EXIT
+
+setup() {
+	load_metaroce || return 1
+	setup_ns NSA NSB || return 1
+	veth_pair "$NSA" "$NSB" || return 1
+	create_pair && wait_pair_gids
+}
+
+test_many() {
+	local out rc
+	out=$(ip netns exec "$NSA" timeout 900 $PY "$MQ" mroce0 mroce1 "$N" 2>&1)
+	rc=$?
+	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+	[ $rc -eq 0 ] || { fail "many_qps.py: exit $rc"; return; }
+	return $KSFT_PASS
+}
+
+ktap_print_header
+ktap_set_plan 2
+if ! [ -x $PY ] || ! $PY -c 'import pyverbs' 2>/dev/null; then
+	ktap_print_msg "python3-pyverbs is not installed"
+	exit $KSFT_SKIP
+fi
+if ! setup; then
+	ktap_print_msg "setup failed"
+	exit $KSFT_FAIL
+fi
+ktap_test "$N RC QP pairs on one connection per side: create, connect, SEND, destroy" test_many
+ktap_test "and again (slots and connections reused or rebuilt, nothing left over)" test_many
+ktap_finished
