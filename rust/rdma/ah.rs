@@ -58,6 +58,19 @@ pub(crate) struct AhObject {
     ah: Option<Arc<Ah>>,
 }
 
+impl AhObject {
+    /// The AH of an `ib_ah`.
+    ///
+    /// # Safety
+    ///
+    /// `ib` is a live `ib_ah` of a device of this crate's drivers.
+    pub(crate) unsafe fn get(ib: *mut bindings::ib_ah) -> Option<Arc<Ah>> {
+        // SAFETY: `ib` is the first field of a `repr(C)` `AhObject`; `ah` is set by
+        // `create_ah` before the AH is published and taken only by `destroy_ah`.
+        unsafe { (*ib.cast::<Self>()).ah.clone() }
+    }
+}
+
 /// The size of [`AhObject`], for `size_ib_ah`.
 pub(crate) const OBJECT_SIZE: usize = size_of::<AhObject>();
 
@@ -84,10 +97,11 @@ pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
         if av.port_num != 1 {
             return Err(EINVAL);
         }
-        let num = dev
-            .objects()
-            .ahs
-            .insert_with(|num| Ok(Arc::new(Ah { num, pd, av }, GFP_KERNEL)?))?;
+        // SAFETY: Valid attributes from the core.
+        let sleepable = unsafe { (*init).flags } & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
+        // The CM creates AHs under spinlocks: no sleeping unless the core says so.
+        let flags = if sleepable { GFP_KERNEL } else { GFP_ATOMIC };
+        let num = dev.objects().ahs.insert_atomic(|num| Ok(Arc::new(Ah { num, pd, av }, flags)?))?;
         // Providers older than the response get no number, as with rdma_rxe.
         if let Some(u) = udata.filter(|u| u.outlen() >= size_of::<CreateAhResp>()) {
             if let Err(e) = u.write(&CreateAhResp {

@@ -13,6 +13,9 @@
 //! The shared state is an [`Arc<Cq>`] that QPs hold, so a completion can be pushed from
 //! any context while the CQ exists. Destroying the CQ detaches it: the ring is unmapped
 //! and later pushes fail with `ENODEV`.
+//!
+//! A CQ created by a kernel consumer (`ib_alloc_cq`, no user data) keeps `struct ib_wc`
+//! entries in a kernel ring instead, which the consumer drains with `ib_poll_cq`.
 
 use crate::{
     bindings,
@@ -119,6 +122,8 @@ pub struct WorkCompletion {
     pub pkey_index: u16,
     /// Port number.
     pub port_num: u8,
+    /// `RDMA_NETWORK_IPV4`/`IPV6` of a UD receive with a GRH (kernel consumers).
+    pub network_hdr_type: u8,
 }
 
 impl WorkCompletion {
@@ -135,6 +140,7 @@ impl WorkCompletion {
             wc_flags: 0,
             pkey_index: 0,
             port_num: 1,
+            network_hdr_type: 0,
         }
     }
 }
@@ -173,9 +179,59 @@ struct CqResp {
 // SAFETY: `repr(C)` over an `AsBytes` struct.
 unsafe impl AsBytes for CqResp {}
 
+/// Completions of a kernel consumer's CQ, oldest first.
+struct KernelRing {
+    wcs: KVec<bindings::ib_wc>,
+    head: usize,
+    len: usize,
+}
+
+impl KernelRing {
+    fn capacity(&self) -> usize {
+        self.wcs.len()
+    }
+
+    fn push(&mut self, wc: bindings::ib_wc) -> Result {
+        if self.len == self.capacity() {
+            return Err(ENOSPC);
+        }
+        let i = (self.head + self.len) % self.capacity();
+        *self.wcs.get_mut(i).ok_or(EINVAL)? = wc;
+        self.len += 1;
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<bindings::ib_wc> {
+        if self.len == 0 {
+            return None;
+        }
+        let wc = *self.wcs.get(self.head)?;
+        self.head = (self.head + 1) % self.capacity();
+        self.len -= 1;
+        Some(wc)
+    }
+}
+
+/// Where completions go.
+enum Ring {
+    /// Mapped by user space.
+    User(Queue),
+    /// Polled by a kernel consumer.
+    Kernel(KernelRing),
+}
+
+impl Ring {
+    fn count(&self) -> u32 {
+        match self {
+            Ring::User(q) => q.count(),
+            Ring::Kernel(k) => k.len as u32,
+        }
+    }
+}
+
 /// The `ib_cq` while it exists.
 struct Attached {
-    queue: Queue,
+    queue: Ring,
     ib: ptr::NonNull<bindings::ib_cq>,
 }
 
@@ -207,6 +263,12 @@ impl Cq {
     /// consumer must treat the CQ as broken, as the IB spec says). `ENODEV` after the CQ
     /// was destroyed.
     pub fn push(&self, wc: &WorkCompletion, solicited: bool) -> Result {
+        self.push_for(wc, ptr::null_mut(), solicited)
+    }
+
+    /// [`Cq::push`] for a completion of QP `qp` (the `ib_qp` a kernel consumer finds in
+    /// `wc->qp`; NULL when unknown).
+    pub(crate) fn push_for(&self, wc: &WorkCompletion, qp: *mut bindings::ib_qp, solicited: bool) -> Result {
         let uwc = UverbsWc {
             wr_id: wc.wr_id,
             status: wc.status as u32,
@@ -228,7 +290,31 @@ impl Cq {
         let inner = &mut *inner;
         let at = inner.attached.as_mut().ok_or(ENODEV)?;
         let ib = at.ib.as_ptr();
-        if let Err(e) = at.queue.push(uwc.as_bytes()) {
+        let pushed = match &mut at.queue {
+            Ring::User(q) => q.push(uwc.as_bytes()),
+            Ring::Kernel(k) => {
+                let mut kwc = bindings::ib_wc {
+                    status: wc.status as u32,
+                    opcode: wc.opcode as u32,
+                    byte_len: wc.byte_len,
+                    qp,
+                    src_qp: wc.src_qp,
+                    wc_flags: wc.wc_flags as _,
+                    pkey_index: wc.pkey_index,
+                    port_num: wc.port_num.into(),
+                    ..Default::default()
+                };
+                // `wr_id` shares its union with `wr_cqe`: the consumer's value back.
+                kwc.__bindgen_anon_1.wr_id = wc.wr_id;
+                kwc.ex.imm_data = wc.ex;
+                if wc.wc_flags & WC_GRH != 0 {
+                    kwc.wc_flags |= bindings::ib_wc_flags_IB_WC_WITH_NETWORK_HDR_TYPE as i32;
+                    kwc.network_hdr_type = wc.network_hdr_type;
+                }
+                k.push(kwc)
+            }
+        };
+        if let Err(e) = pushed {
             inner.overflows += 1;
             // SAFETY: The `ib_cq` is live while attached; we hold the lock that
             // `destroy_cq` takes to detach it. The handler may not sleep (it runs in
@@ -325,25 +411,35 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
                 UData::from_raw(&raw const (*attrs).__bindgen_anon_1.hdr.driver_udata)
             }
         };
-        // Kernel consumers are not supported (the device is not a kverbs provider).
-        let udata = udata.ok_or(EOPNOTSUPP)?;
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
-        }
-        if udata.outlen() < size_of::<CqResp>() {
-            return Err(EINVAL);
         }
         let max_cqe = T::device_attributes(dev).max_cqe;
         if attr.cqe == 0 || attr.cqe > max_cqe {
             return Err(EINVAL);
         }
-        let uctx = udata.ucontext();
-        // SAFETY: The user context is live during the verb.
-        let queue = unsafe {
-            Queue::new(uctx, slot_count(attr.cqe)?, size_of::<UverbsWc>(), Direction::ToClient)?
+        let (queue, cqe) = match udata {
+            Some(udata) => {
+                if udata.outlen() < size_of::<CqResp>() {
+                    return Err(EINVAL);
+                }
+                let uctx = udata.ucontext();
+                // SAFETY: The user context is live during the verb.
+                let queue = unsafe {
+                    Queue::new(uctx, slot_count(attr.cqe)?, size_of::<UverbsWc>(), Direction::ToClient)?
+                };
+                udata.write(&CqResp { mi: queue.info() })?;
+                let cqe = queue.capacity();
+                (Ring::User(queue), cqe)
+            }
+            // A kernel consumer (the MAD layer on QP1, ULPs).
+            None => {
+                let n = attr.cqe as usize;
+                let mut wcs = KVec::with_capacity(n, GFP_KERNEL)?;
+                wcs.resize(n, bindings::ib_wc::default(), GFP_KERNEL)?;
+                (Ring::Kernel(KernelRing { wcs, head: 0, len: 0 }), attr.cqe)
+            }
         };
-        udata.write(&CqResp { mi: queue.info() })?;
-        let cqe = queue.capacity();
         let cq = Arc::pin_init(
             pin_init!(Cq {
                 inner <- new_spinlock_irq!(Inner {
@@ -410,14 +506,19 @@ pub(crate) unsafe extern "C" fn resize_user_cq<T: Driver>(
         let old = {
             let mut inner = cq.inner.lock();
             let at = inner.attached.as_mut().ok_or(EINVAL)?;
+            let Ring::User(queue) = &mut at.queue else {
+                return Err(EOPNOTSUPP);
+            };
             // Fails, changing nothing, when more completions arrived than fit.
-            at.queue.move_into(&mut new)?;
-            core::mem::replace(&mut at.queue, new)
+            queue.move_into(&mut new)?;
+            core::mem::replace(queue, new)
         };
         let (info, capacity) = {
             let inner = cq.inner.lock();
-            let at = inner.attached.as_ref().ok_or(EINVAL)?;
-            (at.queue.info(), at.queue.capacity())
+            match inner.attached.as_ref().map(|a| &a.queue) {
+                Some(Ring::User(q)) => (q.info(), q.capacity()),
+                _ => return Err(EINVAL),
+            }
         };
         // rdma-core maps the new ring right after this returns. Should the copy fail,
         // the old ring is gone anyway: report it as rxe does.
@@ -438,9 +539,32 @@ pub(crate) unsafe extern "C" fn req_notify_cq(
         let cq = unsafe { CqObject::get(ibcq)? };
         let mut inner = cq.inner.lock();
         inner.notify |= flags & bindings::ib_cq_notify_flags_IB_CQ_SOLICITED_MASK;
-        let pending = inner.attached.as_ref().is_some_and(|a| !a.queue.is_empty());
+        let pending = inner.attached.as_ref().is_some_and(|a| a.queue.count() > 0);
         Ok(i32::from(
             flags & bindings::ib_cq_notify_flags_IB_CQ_REPORT_MISSED_EVENTS != 0 && pending,
         ))
+    })
+}
+
+pub(crate) unsafe extern "C" fn poll_cq(
+    ibcq: *mut bindings::ib_cq,
+    num_entries: kernel::ffi::c_int,
+    wc: *mut bindings::ib_wc,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: Live CQ of ours (a kernel consumer's: only they call `poll_cq`).
+        let cq = unsafe { CqObject::get(ibcq)? };
+        let mut inner = cq.inner.lock();
+        let Some(Attached { queue: Ring::Kernel(k), .. }) = inner.attached.as_mut() else {
+            return Err(EINVAL);
+        };
+        let mut n = 0;
+        while n < num_entries.max(0) as usize {
+            let Some(w) = k.pop() else { break };
+            // SAFETY: The consumer passes room for `num_entries` completions.
+            unsafe { wc.add(n).write(w) };
+            n += 1;
+        }
+        Ok(n as i32)
     })
 }

@@ -467,17 +467,20 @@ impl<T: Driver> Device<T> {
             dealloc_driver: Some(Adapter::<T>::dealloc_driver),
             mmap: Some(mmap::mmap),
             mmap_free: Some(mmap::mmap_free),
+            get_dma_mr: Some(mr::get_dma_mr),
             reg_user_mr: Some(mr::reg_user_mr::<T>),
             dereg_mr: Some(mr::dereg_mr::<T>),
             create_cq: Some(cq::create_cq::<T>),
             destroy_cq: Some(cq::destroy_cq),
             resize_user_cq: Some(cq::resize_user_cq::<T>),
             req_notify_cq: Some(cq::req_notify_cq),
+            poll_cq: Some(cq::poll_cq),
             create_qp: Some(qp::create_qp::<T>),
             modify_qp: Some(qp::modify_qp::<T>),
             query_qp: Some(qp::query_qp::<T>),
             destroy_qp: Some(qp::destroy_qp::<T>),
             post_send: Some(qp::post_send::<T>),
+            post_recv: Some(qp::post_recv::<T>),
             create_srq: Some(srq::create_srq::<T>),
             modify_srq: Some(srq::modify_srq::<T>),
             query_srq: Some(srq::query_srq),
@@ -650,7 +653,10 @@ impl<T: Driver> Adapter<T> {
             attr.max_qp = a.max_qp;
             attr.max_qp_wr = a.max_qp_wr;
             attr.device_cap_flags = a.device_cap_flags;
-            attr.kernel_cap_flags = bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG as u64;
+            // Kernel consumers (the MAD layer) address memory by kernel virtual address with
+            // the device's local DMA key (0), as with rdma_rxe's virtual DMA.
+            attr.kernel_cap_flags = (bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG
+                | bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY) as u64;
             attr.max_send_sge = a.max_send_sge;
             attr.max_recv_sge = a.max_recv_sge;
             attr.max_sge_rd = a.max_sge_rd;

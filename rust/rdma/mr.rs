@@ -278,11 +278,38 @@ impl Table<Mr> {
 pub(crate) const MR_INDEX_MIN: u32 = 1;
 pub(crate) const MR_INDEX_MAX: u32 = (1 << 24) - 1;
 
-/// The core's `ib_mr` followed by ours; allocated by us in `reg_user_mr`.
+/// The core's `ib_mr` followed by ours; allocated by us in `reg_user_mr` and
+/// `get_dma_mr` (which has no `Mr`: it is the local DMA key).
 #[repr(C)]
 struct MrObject {
     ib: Opaque<bindings::ib_mr>,
-    mr: Arc<Mr>,
+    mr: Option<Arc<Mr>>,
+}
+
+/// `get_dma_mr`: kernel consumers' access to their own memory by virtual address under
+/// the device's local DMA key (`IBK_LOCAL_DMA_LKEY`, so the core asks for one only for
+/// `IB_PD_UNSAFE_GLOBAL_RKEY`, which is refused: no remote access to all memory).
+pub(crate) unsafe extern "C" fn get_dma_mr(
+    ibpd: *mut bindings::ib_pd,
+    access: kernel::ffi::c_int,
+) -> *mut bindings::ib_mr {
+    let remote = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
+        | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
+        | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
+    if access as u32 & remote as u32 != 0 {
+        return EOPNOTSUPP.to_ptr();
+    }
+    let obj = match KBox::new(MrObject { ib: Opaque::zeroed(), mr: None }, GFP_KERNEL) {
+        Ok(o) => KBox::into_raw(o),
+        Err(e) => return Error::from(e).to_ptr(),
+    };
+    // SAFETY: Fresh allocation; the core fills in device, PD and type after we return.
+    unsafe {
+        let ib = (*obj).ib.get();
+        (*ib).lkey = (*(*ibpd).device).local_dma_lkey;
+        (*ib).rkey = 0;
+        ib
+    }
 }
 
 pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
@@ -355,7 +382,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
     let obj = KBox::new(
         MrObject {
             ib: Opaque::zeroed(),
-            mr,
+            mr: Some(mr),
         },
         GFP_KERNEL,
     )
@@ -387,7 +414,9 @@ pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
     // SAFETY: The MR's device is live while it has MRs.
     let dev = unsafe { Device::<T>::from_raw((*obj.ib.get()).device) };
     // Unlist first: no new transfer finds the key; those holding a reference finish.
-    dev.objects().mrs.remove(obj.mr.key >> 8);
+    if let Some(mr) = &obj.mr {
+        dev.objects().mrs.remove(mr.key >> 8);
+    }
     drop(obj);
     0
 }

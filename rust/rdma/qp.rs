@@ -408,6 +408,188 @@ pub enum QpType {
     Rc = bindings::ib_qp_type_IB_QPT_RC,
     /// Unreliable datagram.
     Ud = bindings::ib_qp_type_IB_QPT_UD,
+    /// The general services QP (QP1) of the RDMA core's MAD layer: a UD QP.
+    Gsi = bindings::ib_qp_type_IB_QPT_GSI,
+}
+
+impl QpType {
+    /// Whether the QP sends datagrams (UD or GSI).
+    pub fn is_datagram(self) -> bool {
+        matches!(self, Self::Ud | Self::Gsi)
+    }
+}
+
+/// The most SGEs of a kernel consumer's UD work request.
+pub const KERNEL_MAX_SGE: usize = 4;
+
+/// A scatter/gather element of a kernel consumer: a kernel virtual address (the
+/// device uses virtual DMA: `ib_dma_map_*` returns the address itself).
+#[derive(Clone, Copy, Debug, Default)]
+struct KernelSge {
+    addr: u64,
+    length: u32,
+}
+
+/// Up to [`KERNEL_MAX_SGE`] kernel buffers of one work request.
+///
+/// # Invariants
+///
+/// Each buffer is `length` bytes of kernel memory at `addr` that the consumer keeps
+/// for the device until the work request completes (`ib_post_send`/`ib_post_recv`
+/// contract), and only the device touches it meanwhile.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct KernelBuffers {
+    n: usize,
+    sges: [KernelSge; KERNEL_MAX_SGE],
+}
+
+impl KernelBuffers {
+    /// Reads an `ib_sge` list.
+    ///
+    /// # Safety
+    ///
+    /// `list` points to `n` valid `ib_sge` (or `n` is 0); their buffers satisfy the type
+    /// invariant until the work request completes.
+    unsafe fn from_raw(list: *const bindings::ib_sge, n: i32, local_dma_lkey: u32) -> Result<Self> {
+        let n = usize::try_from(n).map_err(|_| EINVAL)?;
+        if n > KERNEL_MAX_SGE {
+            return Err(EINVAL);
+        }
+        let mut b = Self { n, ..Default::default() };
+        for (i, slot) in b.sges[..n].iter_mut().enumerate() {
+            // SAFETY: Per the function's contract.
+            let sge = unsafe { *list.add(i) };
+            // Kernel consumers of a virtual-DMA device use the PD's local DMA key.
+            if sge.lkey != local_dma_lkey {
+                return Err(EINVAL);
+            }
+            *slot = KernelSge { addr: sge.addr, length: sge.length };
+        }
+        Ok(b)
+    }
+
+    /// The total length.
+    pub fn len(&self) -> u64 {
+        self.sges[..self.n].iter().map(|s| u64::from(s.length)).sum()
+    }
+
+    /// Whether the buffers hold no byte.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Copies bytes `offset..offset + out.len()` of the buffers into `out`.
+    pub fn read(&self, offset: u64, out: &mut [u8]) -> Result {
+        self.walk(offset, out.len(), |addr, pos, n| {
+            // SAFETY: `addr..addr + n` lies inside one buffer (checked by `walk`), which
+            // is valid kernel memory by the type invariant; `out` is ours.
+            unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr().add(pos), n) };
+        })
+    }
+
+    /// Copies `data` into the buffers at `offset`.
+    pub fn write(&self, offset: u64, data: &[u8]) -> Result {
+        self.walk(offset, data.len(), |addr, pos, n| {
+            // SAFETY: As in `read`; the consumer lent the buffer to the device for writing.
+            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr().add(pos), addr as *mut u8, n) };
+        })
+    }
+
+    /// Calls `f(address, position, count)` for each piece of `offset..offset + len`;
+    /// `EMSGSIZE` when the buffers are shorter.
+    fn walk(&self, offset: u64, len: usize, mut f: impl FnMut(u64, usize, usize)) -> Result {
+        let mut skip = offset;
+        let mut pos = 0;
+        for sge in &self.sges[..self.n] {
+            if pos == len {
+                break;
+            }
+            let l = u64::from(sge.length);
+            if skip >= l {
+                skip -= l;
+                continue;
+            }
+            let n = (l - skip).min((len - pos) as u64) as usize;
+            f(sge.addr.wrapping_add(skip), pos, n);
+            pos += n;
+            skip = 0;
+        }
+        if pos == len { Ok(()) } else { Err(EMSGSIZE) }
+    }
+}
+
+/// A kernel consumer's UD send work request, copied at `ib_post_send`.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelSend {
+    /// `wr_id` (or `wr_cqe`), given back in the completion.
+    pub wr_id: u64,
+    /// With immediate data (network order, as posted).
+    pub imm: Option<u32>,
+    /// A completion is wanted (or the QP signals all).
+    pub signaled: bool,
+    /// Solicited event.
+    pub solicited: bool,
+    /// Destination QP.
+    pub remote_qpn: u32,
+    /// Q_Key to present (the QP's own when the high bit is set).
+    pub remote_qkey: u32,
+    /// The address of the work request's AH.
+    pub dest: WqeAddress,
+    /// The payload.
+    pub buffers: KernelBuffers,
+}
+
+/// A kernel consumer's receive work request.
+#[derive(Clone, Copy, Debug)]
+pub struct KernelRecv {
+    /// `wr_id` (or `wr_cqe`), given back in the completion.
+    pub wr_id: u64,
+    /// Where the GRH area and the payload go.
+    pub buffers: KernelBuffers,
+}
+
+/// A bounded FIFO of work requests.
+struct Fifo<W> {
+    slots: KVec<Option<W>>,
+    head: usize,
+    len: usize,
+}
+
+impl<W> Fifo<W> {
+    fn new(cap: usize) -> Result<Self> {
+        let mut slots = KVec::with_capacity(cap.max(1), GFP_KERNEL)?;
+        for _ in 0..cap.max(1) {
+            slots.push(None, GFP_KERNEL)?;
+        }
+        Ok(Self { slots, head: 0, len: 0 })
+    }
+
+    fn push(&mut self, w: W) -> Result {
+        let cap = self.slots.len();
+        if self.len == cap {
+            return Err(ENOMEM);
+        }
+        *self.slots.get_mut((self.head + self.len) % cap).ok_or(EINVAL)? = Some(w);
+        self.len += 1;
+        Ok(())
+    }
+
+    fn pop(&mut self) -> Option<W> {
+        if self.len == 0 {
+            return None;
+        }
+        let cap = self.slots.len();
+        let w = self.slots.get_mut(self.head)?.take();
+        self.head = (self.head + 1) % cap;
+        self.len -= 1;
+        w
+    }
+}
+
+/// The work queues of a kernel consumer's QP (no rings shared with user space).
+struct KernelQueues {
+    sq: Fifo<KernelSend>,
+    rq: Fifo<KernelRecv>,
 }
 
 /// An address vector as the rxe provider copies it into a UD send WQE
@@ -576,6 +758,10 @@ pub struct Qp<T: Driver> {
     sq_sig_all: bool,
     /// The shared receive queue receives come from instead of `rq`.
     srq: Option<Arc<Srq>>,
+    /// A kernel consumer's work queues (instead of `sq` and `rq`).
+    #[pin]
+    kq: SpinLockIrq<Option<KernelQueues>>,
+    kernel: bool,
     #[pin]
     sq: SpinLockIrq<Option<WorkQueue>>,
     #[pin]
@@ -623,6 +809,34 @@ impl<T: Driver> Qp<T> {
     /// The transport service.
     pub fn qp_type(&self) -> QpType {
         self.qp_type
+    }
+
+    /// Whether a kernel consumer owns the QP (its work requests come through
+    /// [`Qp::kernel_send_pop`] and [`Qp::kernel_recv_pop`]).
+    pub fn is_kernel(&self) -> bool {
+        self.kernel
+    }
+
+    /// Takes the oldest send work request a kernel consumer posted.
+    pub fn kernel_send_pop(&self) -> Option<KernelSend> {
+        Option::as_mut(&mut *self.kq.lock())?.sq.pop()
+    }
+
+    /// Takes the oldest receive work request a kernel consumer posted.
+    pub fn kernel_recv_pop(&self) -> Option<KernelRecv> {
+        Option::as_mut(&mut *self.kq.lock())?.rq.pop()
+    }
+
+    /// Adds a completion to the send CQ.
+    pub fn push_send(&self, wc: &WorkCompletion) -> Result {
+        let ib = self.inner.lock().ib.map_or(core::ptr::null_mut(), NonNull::as_ptr);
+        self.send_cq.push_for(wc, ib, false)
+    }
+
+    /// Adds a completion to the receive CQ; `solicited` as for [`Cq::push`].
+    pub fn push_recv(&self, wc: &WorkCompletion, solicited: bool) -> Result {
+        let ib = self.inner.lock().ib.map_or(core::ptr::null_mut(), NonNull::as_ptr);
+        self.recv_cq.push_for(wc, ib, solicited)
     }
 
     /// The shared receive queue, if the QP was created with one.
@@ -823,6 +1037,12 @@ impl<T: Driver> Qp<T> {
     /// Stops early when the CQ overflows (it raised its error event).
     pub fn flush_send_queue(&self) -> usize {
         let mut n = 0;
+        while let Some(w) = self.kernel_send_pop() {
+            if self.push_send(&WorkCompletion::flushed(w.wr_id, WcOpcode::Send, self.qpn)).is_err() {
+                break;
+            }
+            n += 1;
+        }
         let mut sq = self.sq.lock();
         let Some(wq) = Option::as_mut(&mut *sq) else {
             return 0;
@@ -833,7 +1053,7 @@ impl<T: Driver> Qp<T> {
             let wr_id = u64::from_ne_bytes([raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]]);
             let op = u32::from_ne_bytes([raw[12], raw[13], raw[14], raw[15]]);
             let opcode = SendOpcode::from_raw(op).map_or(WcOpcode::Send, SendOpcode::wc_opcode);
-            if self.send_cq.push(&WorkCompletion::flushed(wr_id, opcode, self.qpn), false).is_err() {
+            if self.push_send(&WorkCompletion::flushed(wr_id, opcode, self.qpn)).is_err() {
                 break;
             }
             wq.queue.advance_consumer();
@@ -845,6 +1065,12 @@ impl<T: Driver> Qp<T> {
     /// Completes every waiting receive WQE with `IBV_WC_WR_FLUSH_ERR`; returns how many.
     pub fn flush_recv_queue(&self) -> usize {
         let mut n = 0;
+        while let Some(w) = self.kernel_recv_pop() {
+            if self.push_recv(&WorkCompletion::flushed(w.wr_id, WcOpcode::Recv, self.qpn), false).is_err() {
+                break;
+            }
+            n += 1;
+        }
         let mut rq = self.rq.lock();
         let Some(wq) = Option::as_mut(&mut *rq) else {
             return 0;
@@ -853,7 +1079,7 @@ impl<T: Driver> Qp<T> {
         while let Ok(true) = wq.queue.read_head(0, &mut raw) {
             let wr_id = u64::from_ne_bytes(raw);
             let wc = WorkCompletion::flushed(wr_id, WcOpcode::Recv, self.qpn);
-            if self.recv_cq.push(&wc, false).is_err() {
+            if self.push_recv(&wc, false).is_err() {
                 break;
             }
             wq.queue.advance_consumer();
@@ -918,18 +1144,25 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         // SAFETY: The core passes a live QP of one of our devices and valid arguments.
         let (dev, init, udata) =
             unsafe { (Device::<T>::from_raw((*ibqp).device), &mut *init, UData::from_raw(udata)) };
-        let udata = udata.ok_or(EOPNOTSUPP)?;
-        if udata.inlen() != 0 || udata.outlen() < size_of::<CreateQpResp>() {
-            return Err(EINVAL);
-        }
         if init.create_flags != 0 || !init.xrcd.is_null() || !init.rwq_ind_tbl.is_null() {
             return Err(EOPNOTSUPP);
         }
         let qp_type = match init.qp_type {
             bindings::ib_qp_type_IB_QPT_RC => QpType::Rc,
             bindings::ib_qp_type_IB_QPT_UD => QpType::Ud,
+            bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
             _ => return Err(EOPNOTSUPP),
         };
+        let Some(udata) = udata else {
+            // SAFETY: As above.
+            return unsafe { create_kernel_qp::<T>(ibqp, dev, init, qp_type) };
+        };
+        if qp_type == QpType::Gsi {
+            return Err(EINVAL);
+        }
+        if udata.inlen() != 0 || udata.outlen() < size_of::<CreateQpResp>() {
+            return Err(EINVAL);
+        }
         if init.send_cq.is_null() || init.recv_cq.is_null() {
             return Err(EINVAL);
         }
@@ -991,6 +1224,8 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
                     caps,
                     sq_sig_all,
                     srq,
+                    kq <- new_spinlock_irq!(None, "metaroce_kq"),
+                    kernel: false,
                     sq <- new_spinlock_irq!(Some(WorkQueue {
                         queue: sq,
                         max_sge: caps.max_send_sge as usize,
@@ -1021,6 +1256,204 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         unsafe {
             (*ibqp).qp_num = qpn;
             QpObject::<T>::from_raw(ibqp).qp = Some(qp);
+        }
+        Ok(0)
+    })
+}
+
+/// `create_qp` for a kernel consumer: a UD or GSI QP (QP number 1) with kernel queues.
+///
+/// # Safety
+///
+/// As for `create_qp`.
+unsafe fn create_kernel_qp<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    dev: &Device<T>,
+    init: &mut bindings::ib_qp_init_attr,
+    qp_type: QpType,
+) -> Result<i32> {
+    if !qp_type.is_datagram() || !init.srq.is_null() {
+        return Err(EOPNOTSUPP);
+    }
+    if init.send_cq.is_null() || init.recv_cq.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: CQs of our device, held by the core for the QP's life.
+    let (send_cq, recv_cq) = unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
+    let lim = T::device_attributes(dev);
+    let cap = &mut init.cap;
+    if cap.max_send_wr == 0
+        || cap.max_recv_wr == 0
+        || cap.max_send_wr > lim.max_qp_wr
+        || cap.max_recv_wr > lim.max_qp_wr
+        || cap.max_send_sge as usize > KERNEL_MAX_SGE
+        || cap.max_recv_sge as usize > KERNEL_MAX_SGE
+    {
+        return Err(EINVAL);
+    }
+    cap.max_send_sge = KERNEL_MAX_SGE as u32;
+    cap.max_recv_sge = KERNEL_MAX_SGE as u32;
+    cap.max_inline_data = 0;
+    let caps = QpCaps {
+        max_send_wr: cap.max_send_wr,
+        max_recv_wr: cap.max_recv_wr,
+        max_send_sge: cap.max_send_sge,
+        max_recv_sge: cap.max_recv_sge,
+        max_inline_data: 0,
+    };
+    let kq = KernelQueues {
+        sq: Fifo::new(caps.max_send_wr as usize)?,
+        rq: Fifo::new(caps.max_recv_wr as usize)?,
+    };
+    let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
+    // SAFETY: The QP's PD is live.
+    let pd = PdId::from_raw(unsafe { (*ibqp).pd });
+    let mut kq = Some(kq);
+    let make = |qpn: u32| {
+        let kq = kq.take().ok_or(EINVAL)?;
+        let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all, qp_type })?;
+        Arc::pin_init(
+            pin_init!(Qp::<T> {
+                qpn,
+                qp_type,
+                pd,
+                send_cq,
+                recv_cq,
+                caps,
+                sq_sig_all,
+                srq: None,
+                kq <- new_spinlock_irq!(Some(kq), "metaroce_kq"),
+                kernel: true,
+                sq <- new_spinlock_irq!(None, "metaroce_sq"),
+                rq <- new_spinlock_irq!(None, "metaroce_rq"),
+                inner <- new_spinlock_irq!(Inner {
+                    attrs: QpAttributes::default(),
+                    // SAFETY: Not NULL: the core passed it.
+                    ib: Some(unsafe { NonNull::new_unchecked(ibqp) }),
+                }, "metaroce_qp"),
+                data,
+            }),
+            GFP_KERNEL,
+        )
+    };
+    let qpn = match qp_type {
+        QpType::Gsi => {
+            dev.objects().qps.insert_at(GSI_QPN, make(GSI_QPN)?)?;
+            GSI_QPN
+        }
+        _ => dev.objects().qps.insert_with(make)?,
+    };
+    let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
+    // SAFETY: The core zeroed our part; nobody else sees the QP yet.
+    unsafe {
+        (*ibqp).qp_num = qpn;
+        QpObject::<T>::from_raw(ibqp).qp = Some(qp);
+    }
+    Ok(0)
+}
+
+/// The QP number of the GSI QP.
+pub const GSI_QPN: u32 = 1;
+
+/// `post_send` of a kernel consumer: copies the UD work requests into the send queue.
+///
+/// # Safety
+///
+/// `wr` is a valid chain of `ib_ud_wr` (the consumer's contract for UD QPs) whose
+/// buffers stay valid until each completes; `bad_wr` is valid for writes or NULL.
+unsafe fn post_kernel_sends<T: Driver>(
+    dev: &Device<T>,
+    qp: &Qp<T>,
+    mut wr: *const bindings::ib_send_wr,
+    bad_wr: *mut *const bindings::ib_send_wr,
+) -> Result {
+    // SAFETY: The device is live.
+    let lkey = unsafe { (*dev.as_raw()).local_dma_lkey };
+    while !wr.is_null() {
+        // SAFETY: Per the function's contract.
+        let r = unsafe { kernel_send(wr.cast::<bindings::ib_ud_wr>(), lkey, qp.sq_sig_all) }
+            .and_then(|w| Option::as_mut(&mut *qp.kq.lock()).ok_or(EINVAL)?.sq.push(w));
+        if let Err(e) = r {
+            if !bad_wr.is_null() {
+                // SAFETY: Valid for writes (checked).
+                unsafe { *bad_wr = wr };
+            }
+            return Err(e);
+        }
+        // SAFETY: A valid element of the chain.
+        wr = unsafe { (*wr).next };
+    }
+    Ok(())
+}
+
+/// Copies one UD send work request.
+///
+/// # Safety
+///
+/// As for `post_kernel_sends`, for the one work request `ud`.
+unsafe fn kernel_send(ud: *const bindings::ib_ud_wr, lkey: u32, sig_all: bool) -> Result<KernelSend> {
+    // SAFETY: Per the function's contract.
+    let ud = unsafe { &*ud };
+    let imm = match ud.wr.opcode {
+        bindings::ib_wr_opcode_IB_WR_SEND => None,
+        // SAFETY: Integer union member.
+        bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM => Some(unsafe { ud.wr.ex.imm_data }),
+        _ => return Err(EINVAL),
+    };
+    if ud.ah.is_null() {
+        return Err(EINVAL);
+    }
+    // SAFETY: The consumer's AH of our device, live while the work request is posted.
+    let ah = unsafe { crate::ah::AhObject::get(ud.ah) }.ok_or(EINVAL)?;
+    let av = ah.av();
+    let flags = ud.wr.send_flags as u32;
+    Ok(KernelSend {
+        // SAFETY: Integer union member (`wr_cqe` is the same 8 bytes).
+        wr_id: unsafe { ud.wr.__bindgen_anon_1.wr_id },
+        imm,
+        signaled: sig_all || flags & bindings::ib_send_flags_IB_SEND_SIGNALED as u32 != 0,
+        solicited: flags & bindings::ib_send_flags_IB_SEND_SOLICITED as u32 != 0,
+        remote_qpn: ud.remote_qpn,
+        remote_qkey: ud.remote_qkey,
+        dest: WqeAddress { src: av.src, dst: av.dst, traffic_class: av.traffic_class, hop_limit: av.hop_limit },
+        // SAFETY: Per the function's contract.
+        buffers: unsafe { KernelBuffers::from_raw(ud.wr.sg_list, ud.wr.num_sge, lkey)? },
+    })
+}
+
+pub(crate) unsafe extern "C" fn post_recv<T: Driver>(
+    ibqp: *mut bindings::ib_qp,
+    mut wr: *const bindings::ib_recv_wr,
+    bad_wr: *mut *const bindings::ib_recv_wr,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: Live QP of our device.
+        let (dev, qp) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?) };
+        // SAFETY: The device is live.
+        let lkey = unsafe { (*dev.as_raw()).local_dma_lkey };
+        while !wr.is_null() {
+            let r = if !qp.kernel || qp.state() == QpState::Reset {
+                Err(EINVAL)
+            } else {
+                // SAFETY: The consumer's valid chain; buffers kept until completion.
+                unsafe { KernelBuffers::from_raw((*wr).sg_list, (*wr).num_sge, lkey) }.and_then(|buffers| {
+                    // SAFETY: Integer union member.
+                    let wr_id = unsafe { (*wr).__bindgen_anon_1.wr_id };
+                    Option::as_mut(&mut *qp.kq.lock()).ok_or(EINVAL)?.rq.push(KernelRecv { wr_id, buffers })
+                })
+            };
+            if let Err(e) = r {
+                if !bad_wr.is_null() {
+                    // SAFETY: Valid for writes (checked).
+                    unsafe { *bad_wr = wr };
+                }
+                return Err(e);
+            }
+            // SAFETY: A valid element of the chain.
+            wr = unsafe { (*wr).next };
+        }
+        if qp.state() == QpState::Err {
+            qp.flush_recv_queue();
         }
         Ok(0)
     })
@@ -1239,7 +1672,8 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
     // Unmap the rings now, in process context, while the user context is live.
     let sq = qp.sq.lock().take();
     let rq = qp.rq.lock().take();
-    drop((sq, rq));
+    let kq = qp.kq.lock().take();
+    drop((sq, rq, kq));
     0
 }
 
@@ -1257,6 +1691,10 @@ pub(crate) unsafe extern "C" fn post_send<T: Driver>(
                 unsafe { *bad_wr = wr };
             }
             return Err(EINVAL);
+        }
+        if qp.kernel {
+            // SAFETY: A kernel consumer's chain of UD work requests.
+            unsafe { post_kernel_sends(dev, &qp, wr, bad_wr)? };
         }
         // User QPs post through the ring; the verb only rings the doorbell.
         T::send_doorbell(dev, &qp)?;

@@ -263,7 +263,7 @@ impl Bound {
             self.qp.sq_advance();
             self.sq_seq += 1;
             self.sq_done += 1;
-            let _ = self.qp.send_cq().push(&wc, false);
+            let _ = self.qp.push_send(&wc);
             self.fail(conn);
             break;
         }
@@ -336,12 +336,13 @@ impl Bound {
                     wc_flags: if c.imm.is_some() { WC_WITH_IMM } else { 0 },
                     pkey_index: 0,
                     port_num: 1,
+                    network_hdr_type: 0,
                 };
                 // The slot is released before the completion is visible, as rdma_rxe
                 // does: an application that reposts on seeing it finds room.
                 self.qp.rq_advance();
                 self.rq_done += 1;
-                let _ = self.qp.recv_cq().push(&wc, false);
+                let _ = self.qp.push_recv(&wc, false);
             }
             _ => {
                 if c.wr_id != self.sq_done {
@@ -365,8 +366,9 @@ impl Bound {
                         wc_flags: 0,
                         pkey_index: 0,
                         port_num: 1,
+                        network_hdr_type: 0,
                     };
-                    let _ = self.qp.send_cq().push(&wc, false);
+                    let _ = self.qp.push_send(&wc);
                 }
             }
         }

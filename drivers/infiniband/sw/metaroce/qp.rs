@@ -12,7 +12,8 @@ use crate::engine::Binding;
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
-    sync::{Arc, Mutex, SpinLock},
+    sync::{aref::ARef, Arc, Mutex, SpinLock},
+    workqueue,
 };
 use rdma::{
     device::{Device, Mtu},
@@ -82,7 +83,7 @@ pub(crate) fn on_modified(
     from: QpState,
     to: QpState,
 ) {
-    if qp.qp_type() == QpType::Ud {
+    if qp.qp_type().is_datagram() {
         // No connection: entering ERR flushes what is posted.
         if to == QpState::Err {
             qp.flush_recv_queue();
@@ -127,8 +128,16 @@ pub(crate) fn on_modified(
 /// The send doorbell: the QP is in RTS or later; its connection picks up the new
 /// WQEs right away. Unbound QPs in the error state flush them.
 pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
-    if qp.qp_type() == QpType::Ud {
+    if qp.qp_type().is_datagram() {
         match qp.state() {
+            // A kernel consumer may post with interrupts disabled (the MAD layer
+            // does): its datagrams go out from a work item.
+            QpState::Rts if qp.is_kernel() => {
+                let (dev, qp) = (ARef::from(dev), qp.clone());
+                workqueue::system()
+                    .try_spawn(GFP_ATOMIC, move || crate::ud::on_send_doorbell(&dev, &qp))
+                    .map_err(|_| ENOMEM)?;
+            }
             QpState::Rts => crate::ud::on_send_doorbell(dev, qp),
             _ => {
                 qp.flush_send_queue();

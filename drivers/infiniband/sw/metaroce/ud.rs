@@ -11,6 +11,11 @@
 //! first, as verbs lays it out for RoCE v2 (an IPv4 header in its last 20 bytes, or
 //! the IPv6 header), then the payload. Datagrams that find no such QP or no receive
 //! are dropped and counted (`ud_rx_dropped`), as UD allows.
+//!
+//! The GSI QP (QP1) of the RDMA core's MAD layer is such a QP owned by a kernel
+//! consumer: its work requests arrive through `ib_post_send`/`ib_post_recv` into kernel
+//! queues and its buffers are kernel memory, otherwise it is handled the same way.
+//! That is what carries the CM's MADs for rdma_cm.
 
 use crate::device::MetaRoceDriver;
 use crate::memory::{gather, scatter};
@@ -26,10 +31,14 @@ use metaroce_proto::{
 use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_GRH, WC_WITH_IMM},
     device::Device,
-    qp::{Payload, Qp, QpState, QpType, RecvWqe, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED, SEND_SOLICITED},
+    qp::{KernelSend, Payload, Qp, QpState, RecvWqe, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED, SEND_SOLICITED},
     skb::SkBuff,
     udp::{Destination, Ecn, Received},
 };
+
+/// `enum rdma_network_type` of a RoCE v2 datagram over IPv4 and IPv6.
+const RDMA_NETWORK_IPV4: u8 = 2;
+const RDMA_NETWORK_IPV6: u8 = 3;
 
 /// Bytes of the GRH area at the start of every UD receive buffer.
 const GRH_LEN: usize = 40;
@@ -39,6 +48,22 @@ const QKEY_USE_QP: u32 = 0x8000_0000;
 /// The send doorbell of a UD QP: sends and completes every waiting WQE.
 pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) {
     let _serial = qp.data().ud_send.lock();
+    if qp.is_kernel() {
+        while let Some(w) = qp.kernel_send_pop() {
+            let status = match send_kernel(dev, qp, &w) {
+                Ok(()) => WcStatus::Success,
+                Err(s) => s,
+            };
+            if w.signaled || status != WcStatus::Success {
+                let wc = WorkCompletion {
+                    status,
+                    ..WorkCompletion::flushed(w.wr_id, WcOpcode::Send, qp.qpn())
+                };
+                let _ = qp.push_send(&wc);
+            }
+        }
+        return;
+    }
     while let Some(peeked) = qp.sq_peek() {
         let (wr_id, status, signaled) = match &peeked {
             Ok(w) => {
@@ -56,7 +81,7 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
                 status,
                 ..WorkCompletion::flushed(wr_id, WcOpcode::Send, qp.qpn())
             };
-            let _ = qp.send_cq().push(&wc, false);
+            let _ = qp.push_send(&wc);
         }
         if status != WcStatus::Success {
             // A local error moves the QP to ERR; what is left is flushed.
@@ -87,6 +112,7 @@ fn address(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -
     })
 }
 
+/// A user WQE's datagram.
 fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> Result<(), WcStatus> {
     let imm = match w.opcode {
         SendOpcode::Send => None,
@@ -94,19 +120,62 @@ fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> R
         _ => return Err(WcStatus::LocQpOpErr),
     };
     let ud = w.ud.as_ref().ok_or(WcStatus::LocQpOpErr)?;
-    // One message per datagram: at most the port's MTU ([MR-UD-1]).
     let len = usize::try_from(w.length).map_err(|_| WcStatus::LocLenErr)?;
+    let to = address(dev, qp, w).ok_or(WcStatus::LocQpOpErr)?;
+    let d = Datagram { to, remote_qpn: ud.remote_qpn, remote_qkey: ud.remote_qkey, imm, solicited: w.send_flags & SEND_SOLICITED != 0, len };
+    transmit(dev, qp, &d, |out| match &w.payload {
+        Payload::Inline { len: n, data } => {
+            out.copy_from_slice(data.get(..*n).ok_or(WcStatus::LocLenErr)?);
+            Ok(())
+        }
+        Payload::Sges(l) => gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr),
+    })
+}
+
+/// A kernel consumer's datagram.
+fn send_kernel(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &KernelSend) -> Result<(), WcStatus> {
+    let len = usize::try_from(w.buffers.len()).map_err(|_| WcStatus::LocLenErr)?;
+    let d = Datagram {
+        to: w.dest,
+        remote_qpn: w.remote_qpn,
+        remote_qkey: w.remote_qkey,
+        imm: w.imm.map(u32::from_be),
+        solicited: w.solicited,
+        len,
+    };
+    transmit(dev, qp, &d, |out| w.buffers.read(0, out).map_err(|_| WcStatus::LocProtErr))
+}
+
+/// What a datagram carries, whoever posted it.
+struct Datagram {
+    to: WqeAddress,
+    remote_qpn: u32,
+    remote_qkey: u32,
+    imm: Option<u32>,
+    solicited: bool,
+    len: usize,
+}
+
+/// Builds and sends one datagram; `fill` writes its payload.
+fn transmit(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Qp<MetaRoceDriver>,
+    d: &Datagram,
+    fill: impl FnOnce(&mut [u8]) -> Result<(), WcStatus>,
+) -> Result<(), WcStatus> {
+    // One message per datagram: at most the port's MTU ([MR-UD-1]).
+    let len = d.len;
     if len > dev.data().active_mtu().bytes() as usize {
         return Err(WcStatus::LocLenErr);
     }
-    let to = address(dev, qp, w).ok_or(WcStatus::LocQpOpErr)?;
+    let to = d.to;
     let attrs = qp.attributes();
     let h = UdHeader {
-        dst_qpn: ud.remote_qpn & 0x00ff_ffff,
+        dst_qpn: d.remote_qpn & 0x00ff_ffff,
         src_qpn: qp.qpn(),
-        qkey: if ud.remote_qkey & QKEY_USE_QP != 0 { attrs.qkey } else { ud.remote_qkey },
-        imm,
-        solicited: w.send_flags & SEND_SOLICITED != 0,
+        qkey: if d.remote_qkey & QKEY_USE_QP != 0 { attrs.qkey } else { d.remote_qkey },
+        imm: d.imm,
+        solicited: d.solicited,
     };
     let net = dev.data().net();
     let netdev = net.engine().netdev();
@@ -114,11 +183,7 @@ fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> R
     let hlen = h.emit(&mut hdr).map_err(|_| WcStatus::LocQpOpErr)?;
     let mut skb = SkBuff::alloc_for_udp(netdev, hlen + len, GFP_KERNEL).map_err(|_| WcStatus::LocQpOpErr)?;
     skb.append(&hdr[..hlen]).map_err(|_| WcStatus::LocQpOpErr)?;
-    let out = skb.put(len).map_err(|_| WcStatus::LocQpOpErr)?;
-    match &w.payload {
-        Payload::Inline { len: n, data } => out.copy_from_slice(data.get(..*n).ok_or(WcStatus::LocLenErr)?),
-        Payload::Sges(l) => gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr)?,
-    }
+    fill(skb.put(len).map_err(|_| WcStatus::LocQpOpErr)?)?;
     let dest = Destination {
         src: crate::engine::ip(to.src),
         dst: crate::engine::ip(to.dst),
@@ -160,12 +225,47 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &Received<'_>) -> bool {
 
 fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Result<(), Undelivered> {
     let qp = dev.objects().qps.get(h.dst_qpn).ok_or(Undelivered::NoQp)?;
-    if qp.qp_type() != QpType::Ud {
+    if !qp.qp_type().is_datagram() {
         return Err(Undelivered::NoQp);
     }
     let attrs = qp.attributes();
     if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || attrs.qkey != h.qkey {
         return Err(Undelivered::NoQp);
+    }
+    let grh = grh(rx);
+    let len = GRH_LEN + payload.len();
+    let mut wc_flags = WC_GRH;
+    if h.imm.is_some() {
+        wc_flags |= WC_WITH_IMM;
+    }
+    let done = |wr_id: u64, status: WcStatus| WorkCompletion {
+        wr_id,
+        status,
+        opcode: WcOpcode::Recv,
+        byte_len: len as u32,
+        ex: h.imm.map_or(0, u32::to_be),
+        qp_num: qp.qpn(),
+        src_qp: h.src_qpn,
+        wc_flags,
+        pkey_index: 0,
+        port_num: 1,
+        network_hdr_type: match rx.info().src.ip() {
+            IpAddr::V4(_) => RDMA_NETWORK_IPV4,
+            IpAddr::V6(_) => RDMA_NETWORK_IPV6,
+        },
+    };
+    if qp.is_kernel() {
+        let r = qp.kernel_recv_pop().ok_or(Undelivered::NoReceive)?;
+        let status = if r.buffers.len() >= len as u64 {
+            match r.buffers.write(0, &grh).and_then(|()| r.buffers.write(GRH_LEN as u64, payload)) {
+                Ok(()) => WcStatus::Success,
+                Err(_) => WcStatus::LocProtErr,
+            }
+        } else {
+            WcStatus::LocLenErr
+        };
+        let _ = qp.push_recv(&done(r.wr_id, status), h.solicited);
+        return Ok(());
     }
     // Receives are consumed one datagram at a time per QP.
     let _serial = qp.data().ud_recv.lock();
@@ -173,7 +273,6 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
         Some(srq) => srq.take().ok_or(Undelivered::NoReceive)?,
         None => qp.rq_peek().ok_or(Undelivered::NoReceive)?,
     };
-    let grh = grh(rx);
     let pd = qp.pd();
     let status = match wqe.sges {
         Some(l) if l.total_len() >= (GRH_LEN + payload.len()) as u64 => {
@@ -186,23 +285,7 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
     if qp.srq().is_none() {
         qp.rq_advance();
     }
-    let mut wc_flags = WC_GRH;
-    if h.imm.is_some() {
-        wc_flags |= WC_WITH_IMM;
-    }
-    let wc = WorkCompletion {
-        wr_id: wqe.wr_id,
-        status,
-        opcode: WcOpcode::Recv,
-        byte_len: (GRH_LEN + payload.len()) as u32,
-        ex: h.imm.map_or(0, u32::to_be),
-        qp_num: qp.qpn(),
-        src_qp: h.src_qpn,
-        wc_flags,
-        pkey_index: 0,
-        port_num: 1,
-    };
-    let _ = qp.recv_cq().push(&wc, h.solicited);
+    let _ = qp.push_recv(&done(wqe.wr_id, status), h.solicited);
     Ok(())
 }
 
