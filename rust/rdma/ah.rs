@@ -97,11 +97,9 @@ pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
         if av.port_num != 1 {
             return Err(EINVAL);
         }
-        // SAFETY: Valid attributes from the core.
-        let sleepable = unsafe { (*init).flags } & bindings::rdma_create_ah_flags_RDMA_CREATE_AH_SLEEPABLE != 0;
-        // The CM creates AHs under spinlocks: no sleeping unless the core says so.
-        let flags = if sleepable { GFP_KERNEL } else { GFP_ATOMIC };
-        let num = dev.objects().ahs.insert_atomic(|num| Ok(Arc::new(Ah { num, pd, av }, flags)?))?;
+        // The CM creates AHs under spinlocks (without `RDMA_CREATE_AH_SLEEPABLE`), and the
+        // AH is made under the table's lock: never sleep here.
+        let num = dev.objects().ahs.insert_atomic(|num| Ok(Arc::new(Ah { num, pd, av }, GFP_ATOMIC)?))?;
         // Providers older than the response get no number, as with rdma_rxe.
         if let Some(u) = udata.filter(|u| u.outlen() >= size_of::<CreateAhResp>()) {
             if let Err(e) = u.write(&CreateAhResp {
