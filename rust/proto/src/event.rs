@@ -63,6 +63,9 @@ pub struct Completion {
     pub byte_len: u32,
     /// Immediate data (receives of SEND_IMM / WRITE_IMM).
     pub imm: Option<u32>,
+    /// The message asked for a solicited event (receives; verbs `IBV_SEND_SOLICITED`),
+    /// which wakes a CQ armed with `solicited_only`.
+    pub solicited: bool,
 }
 
 /// An event for the driver.

@@ -240,3 +240,22 @@ fn empty_shared_queue_is_rnr_until_refilled() {
         assert_eq!(&p.nodes[1].mem.recv[&9][..300], &pattern(1, 300)[..]);
     });
 }
+
+// spec: MR-CMP-3
+#[test]
+fn receive_completions_carry_the_solicited_bit() {
+    big_stack(|| {
+        let mut p = Pair::new(cfg(), LinkCfg::default(), 9);
+        let qp = p.open_qp(0);
+        for id in 1..=2u64 {
+            p.nodes[0].mem.local.insert(id, pattern(id, 3000));
+            p.nodes[1].mem.recv.insert(10 + id, vec![0; 4096]);
+            p.nodes[1].conn.post_recv(qp, 10 + id, 4096).unwrap();
+        }
+        p.nodes[0].conn.post_send(qp, WorkRequest { solicited: true, ..wr(1, Opcode::Send, 3000) }).unwrap();
+        p.nodes[0].conn.post_send(qp, wr(2, Opcode::Send, 3000)).unwrap();
+        p.drive_until(100_000, |p| p.nodes[1].completions.len() == 2);
+        let got: Vec<_> = p.nodes[1].completions.iter().map(|c| (c.wr_id, c.solicited)).collect();
+        assert_eq!(got, [(11, true), (12, false)]);
+    });
+}

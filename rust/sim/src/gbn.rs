@@ -214,7 +214,7 @@ impl GbnHost {
                 Op::Send => (WcOpcode::Recv, None),
                 _ => (WcOpcode::RecvRdmaWithImm, Some(imm_of(flow, msg))),
             };
-            let wc = Completion { qp, wr_id: msg as u64, status: WcStatus::Success, opcode, byte_len: m.len, imm };
+            let wc = Completion { qp, wr_id: msg as u64, status: WcStatus::Success, opcode, byte_len: m.len, imm, solicited: false };
             r.log.recv.push(Logged { wc, at: now });
             self.completions += 1;
         }
@@ -237,7 +237,7 @@ impl GbnHost {
                     break;
                 }
                 let opcode = if t.spec.msgs[i].op == Op::Send { WcOpcode::Send } else { WcOpcode::RdmaWrite };
-                let wc = Completion { qp: qp_of(flow), wr_id: i as u64, status: WcStatus::Success, opcode, byte_len: t.spec.msgs[i].len, imm: None };
+                let wc = Completion { qp: qp_of(flow), wr_id: i as u64, status: WcStatus::Success, opcode, byte_len: t.spec.msgs[i].len, imm: None, solicited: false };
                 t.log.send.push(Logged { wc, at: now });
                 self.completions += 1;
             }
@@ -257,7 +257,7 @@ impl GbnHost {
         let mut status = WcStatus::RetryExcErr;
         while t.log.send.len() < t.spec.msgs.len() {
             let i = t.log.send.len();
-            let wc = Completion { qp: qp_of(flow), wr_id: i as u64, status, opcode: WcOpcode::RdmaWrite, byte_len: 0, imm: None };
+            let wc = Completion { qp: qp_of(flow), wr_id: i as u64, status, opcode: WcOpcode::RdmaWrite, byte_len: 0, imm: None, solicited: false };
             t.log.send.push(Logged { wc, at: now });
             *completions += 1;
             status = WcStatus::WrFlushErr;

@@ -342,7 +342,7 @@ impl Bound {
                 // does: an application that reposts on seeing it finds room.
                 self.qp.rq_advance();
                 self.rq_done += 1;
-                let _ = self.qp.push_recv(&wc, false);
+                let _ = self.qp.push_recv(&wc, c.solicited);
             }
             _ => {
                 if c.wr_id != self.sq_done {

@@ -73,6 +73,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     opcode: w.wc_opcode(),
                     byte_len: if status == WcStatus::Success { w.wr.len } else { 0 },
                     imm: None,
+                    solicited: false,
                 });
             }
         }
@@ -80,16 +81,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if q.rq_head != q.rq_tail {
             let r = *q.rq.get(q.rq_head as usize % MAX_RECV_WR)?;
             let done = match (r.done, q.error) {
-                (Some((op, len, imm)), _) => Some((WcStatus::Success, op, len, imm)),
-                (None, Some(_)) => Some((q.resp_err.take().unwrap_or(WcStatus::WrFlushErr), WcOpcode::Recv, 0, None)),
+                (Some((op, len, imm, sol)), _) => Some((WcStatus::Success, op, len, imm, sol)),
+                (None, Some(_)) => {
+                    Some((q.resp_err.take().unwrap_or(WcStatus::WrFlushErr), WcOpcode::Recv, 0, None, false))
+                }
                 (None, None) => None,
             };
-            if let Some((status, opcode, byte_len, imm)) = done {
+            if let Some((status, opcode, byte_len, imm, solicited)) = done {
                 if let Some(slot) = q.rq.get_mut(q.rq_head as usize % MAX_RECV_WR) {
                     slot.done = None;
                 }
                 q.rq_head = q.rq_head.wrapping_add(1);
-                return Some(Completion { qp, wr_id: r.wr_id, status, opcode, byte_len, imm });
+                return Some(Completion { qp, wr_id: r.wr_id, status, opcode, byte_len, imm, solicited });
             }
         }
         None

@@ -69,7 +69,7 @@ pub(crate) struct RecvWqe {
     pub(crate) wr_id: u64,
     pub(crate) len: u32,
     /// Filled in when the consuming message is delivered in order.
-    pub(crate) done: Option<(WcOpcode, u32, Option<u32>)>,
+    pub(crate) done: Option<(WcOpcode, u32, Option<u32>, bool)>,
 }
 
 /// Kind of an incoming message, as recorded from its last segment.
@@ -98,6 +98,8 @@ pub(crate) struct RxMsg {
     pub(crate) last_ssn: u32,
     pub(crate) rsn: u32,
     pub(crate) imm: Option<u32>,
+    /// The last segment carried `SOLICITED`.
+    pub(crate) solicited: bool,
     pub(crate) len: u32,
     pub(crate) rkey: u32,
     pub(crate) va: u64,

@@ -330,6 +330,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if q.req_rx.insert(s.ssn) != Mark::New {
             return Seg::Drop;
         }
+        //= Documentation/metaroce/spec.rst#in-order-delivery
+        msg.solicited = h.flags.has(Flags::SOLICITED);
         if last {
             if let Some(slot) = q.msgs.get_mut(s.msn as usize % MAX_RX_MSGS) {
                 *slot = msg;
@@ -435,7 +437,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 RxKind::Send | RxKind::WriteImm => {
                     let op = if m.kind == RxKind::Send { WcOpcode::Recv } else { WcOpcode::RecvRdmaWithImm };
                     if let Some(w) = q.rq.get_mut(m.rsn as usize % MAX_RECV_WR) {
-                        w.done = Some((op, m.len, m.imm));
+                        w.done = Some((op, m.len, m.imm, m.solicited));
                     }
                 }
                 RxKind::Read | RxKind::Atomic => {
