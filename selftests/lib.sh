@@ -141,9 +141,29 @@ create_pair() {
 load_rdma_type() {
 	case $1 in
 	metaroce) load_metaroce;;
-	rxe) modprobe -a ib_core ib_uverbs veth rdma_rxe;;
+	rxe) modprobe -a ib_core ib_uverbs rdma_ucm veth rdma_rxe;;
 	*) echo "unknown device type '$1' (metaroce or rxe)" >&2; return 1;;
 	esac
+}
+
+# setup_pair [TYPE]: namespaces $NSA and $NSB joined by veth, with a device of TYPE
+# (metaroce unless given) on each end, their GIDs ready.
+setup_pair() {
+	local type=${1:-metaroce}
+	load_rdma_type "$type" || return 1
+	setup_ns NSA NSB || return 1
+	veth_pair "$NSA" "$NSB" || return 1
+	create_pair "$type" && wait_pair_gids
+}
+
+# py_run TIMEOUT PROGRAM ARGS...: runs a Python test program in $NSA, bounded by
+# TIMEOUT seconds, its output shown as KTAP comments; its exit code is left in PY_RC.
+py_run() {
+	local to=$1 out; shift
+	out=$(ip netns exec "$NSA" timeout "$to" /usr/bin/python3 "$@" 2>&1)
+	PY_RC=$?
+	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+	return 0
 }
 
 # gid_index NS DEV ADDR: index of DEV's IPv4-mapped GID for ADDR (RoCE v2).

@@ -14,19 +14,11 @@ N=${MANY_QPS:-1000}
 
 trap cleanup_devices_and_ns EXIT
 
-setup() {
-	load_metaroce || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair && wait_pair_gids
-}
+setup() { setup_pair; }
 
 test_many() {
-	local out rc
-	out=$(ip netns exec "$NSA" timeout 900 $PY "$MQ" mroce0 mroce1 "$N" 2>&1)
-	rc=$?
-	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
-	[ $rc -eq 0 ] || { fail "many_qps.py: exit $rc"; return; }
+	py_run 900 "$MQ" mroce0 mroce1 "$N"
+	[ $PY_RC -eq 0 ] || { fail "many_qps.py: exit $PY_RC"; return; }
 	return $KSFT_PASS
 }
 

@@ -29,10 +29,7 @@ cleanup() {
 trap cleanup EXIT
 
 setup() {
-	load_rdma_type "$MROCE_TYPE" || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair "$MROCE_TYPE" && wait_pair_gids || return 1
+	setup_pair "$MROCE_TYPE" || return 1
 	GA=$(gid_index "$NSA" mroce0 $IPA)
 	GB=$(gid_index "$NSB" mroce1 $IPB)
 	[ -n "$GA" ] && [ -n "$GB" ]

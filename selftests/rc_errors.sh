@@ -23,22 +23,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-setup() {
-	load_rdma_type "$MROCE_TYPE" || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair "$MROCE_TYPE" && wait_pair_gids
-}
+setup() { setup_pair "$MROCE_TYPE"; }
 
 port_active() { [ "$(port_state "$1")" = ACTIVE ]; }
 
 # re CASE: runs one case of rc_errors.py in namespace A; exit 2 is a known rxe deviation.
 re() {
-	local out rc start=$SECONDS
-	out=$(ip netns exec "$NSA" timeout 180 $PY "$RE" "$1" mroce0 mroce1 --type "$MROCE_TYPE" \
-		--ns-b "$NSB" 2>&1)
-	rc=$?
-	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+	local rc start=$SECONDS
+	py_run 180 "$RE" "$1" mroce0 mroce1 --type "$MROCE_TYPE" --ns-b "$NSB"
+	rc=$PY_RC
 	ktap_print_msg "$((SECONDS - start)) s"
 	# Whatever the case did to the link, both ports are up again for the next one.
 	busywait 10000 port_active mroce0 && busywait 10000 port_active mroce1 \

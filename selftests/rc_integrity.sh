@@ -24,12 +24,7 @@ RI="$(dirname "$(readlink -f "$0")")/rc_integrity.py"
 
 trap cleanup_devices_and_ns EXIT
 
-setup() {
-	load_rdma_type "$MROCE_TYPE" || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair "$MROCE_TYPE" && wait_pair_gids
-}
+setup() { setup_pair "$MROCE_TYPE"; }
 
 # netem WHERE ARGS...: a netem qdisc on vethA (WHERE=A: traffic from mroce0), vethB (B)
 # or both (AB); none without ARGS.
@@ -45,12 +40,11 @@ netem() {
 # integrity SEED WHERE [NETEM_ARGS...]: one run of rc_integrity.py under the given netem
 # ($PYARGS: more arguments for rc_integrity.py).
 integrity() {
-	local seed=$1 where=$2 out rc start=$SECONDS; shift 2
+	local seed=$1 where=$2 rc start=$SECONDS; shift 2
 	netem "$where" "$@" || { fail "tc qdisc add netem $* failed"; return; }
 	[ $# -gt 0 ] && ktap_print_msg "netem $* on veth$where"
-	out=$(ip netns exec "$NSA" timeout 600 $PY "$RI" mroce0 mroce1 --seed "$seed" $PYARGS 2>&1)
-	rc=$?
-	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
+	py_run 600 "$RI" mroce0 mroce1 --seed "$seed" $PYARGS
+	rc=$PY_RC
 	[ $# -gt 0 ] && tc -n "$NSA" -s qdisc show dev vethA | sed -n 's/^ *\(Sent.*\)/# vethA: \1/p'
 	netem "$where"
 	ktap_print_msg "$((SECONDS - start)) s"

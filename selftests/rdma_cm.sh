@@ -25,13 +25,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-setup() {
-	modprobe rdma_ucm || return 1
-	load_rdma_type "$MROCE_TYPE" || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair "$MROCE_TYPE" && wait_pair_gids
-}
+setup() { setup_pair "$MROCE_TYPE"; }
 
 next_port() { PORT=$((PORT + 1)); }
 

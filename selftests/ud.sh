@@ -28,10 +28,7 @@ cleanup() {
 trap cleanup EXIT
 
 setup() {
-	load_rdma_type "$MROCE_TYPE" || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair "$MROCE_TYPE" && wait_pair_gids || return 1
+	setup_pair "$MROCE_TYPE" || return 1
 	GA=$(gid_index "$NSA" mroce0 $IPA)
 	GB=$(gid_index "$NSB" mroce1 $IPB)
 	[ -n "$GA" ] && [ -n "$GB" ]
@@ -49,12 +46,9 @@ test_ud_pingpong() {
 }
 
 test_ud_rules() {
-	local out rc
 	[ "$MROCE_TYPE" = metaroce ] || return $KSFT_SKIP
-	out=$(ip netns exec "$NSA" timeout 120 $PY "$VO" ud mroce0 mroce1 2>&1)
-	rc=$?
-	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
-	[ $rc -eq 0 ] || { fail "verbs_objects.py ud: exit $rc"; return; }
+	py_run 120 "$VO" ud mroce0 mroce1
+	[ $PY_RC -eq 0 ] || { fail "verbs_objects.py ud: exit $PY_RC"; return; }
 	return $KSFT_PASS
 }
 

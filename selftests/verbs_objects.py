@@ -7,12 +7,14 @@
 # Exits 0 on success; prints why and exits 1 on failure.
 
 import errno
+import os
+import select
 import sys
 import time
 
 import pyverbs.enums as e
 from pyverbs.addr import AH, AHAttr, GlobalRoute
-from pyverbs.cq import CQ
+from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR
 from pyverbs.pd import PD
@@ -305,6 +307,15 @@ def async_event(ctx, want, what):
     ev.ack()
 
 
+def connect(a, b):
+    to_init(a)
+    to_init(b)
+    a.qp.modify(rtr_attr(a, b, 0x1234), RTR_MASK)
+    b.qp.modify(rtr_attr(b, a, 0x4321), RTR_MASK)
+    to_rts(a, 0x4321)
+    to_rts(b, 0x1234)
+
+
 def case_srq(dev, peer_dev):
     a, b = Side(dev), Side(peer_dev)
     d = b.ctx.query_device()
@@ -329,12 +340,7 @@ def case_srq(dev, peer_dev):
     b.qp = QP(b.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=b.cq, rcq=b.cq, srq=srq, cap=cap, sq_sig_all=1))
     for i in range(8):
         srq.post_recv(RecvWR(wr_id=300 + i, num_sge=1, sg=[SGE(b.mr.buf + 64 * i, 64, b.mr.lkey)]))
-    to_init(a)
-    to_init(b)
-    a.qp.modify(rtr_attr(a, b, 0x1234), RTR_MASK)
-    b.qp.modify(rtr_attr(b, a, 0x4321), RTR_MASK)
-    to_rts(a, 0x4321)
-    to_rts(b, 0x1234)
+    connect(a, b)
     n = 5
     for i in range(n):
         a.mr.write(bytes([i + 1]) * 32, 32, 2048 + 32 * i)
@@ -357,6 +363,54 @@ def case_srq(dev, peer_dev):
     async_event(b.ctx, e.IBV_EVENT_QP_LAST_WQE_REACHED, 'SRQ QP in ERR')
     npolled, _ = b.cq.poll(1)
     check(npolled == 0, 'the SRQ\'s WQEs were flushed with the QP')
+
+
+def event_fds():
+    """(fd, target) of this process's uverbs event files (async events, completion channels)."""
+    fds = set()
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            target = os.readlink(f'/proc/self/fd/{name}')
+        except OSError:
+            continue
+        if 'infinibandevent' in target:
+            fds.add((int(name), target))
+    return fds
+
+
+def case_solicited(dev, peer_dev):
+    """A CQ armed for solicited completions only wakes for a SEND with IBV_SEND_SOLICITED."""
+    a, b = Side(dev), Side(peer_dev)
+    before = event_fds()
+    ch = CompChannel(b.ctx)
+    new = event_fds() - before
+    check(len(new) == 1, f'cannot tell the completion channel\'s fd among {new}')
+    fd = new.pop()[0]
+
+    def woken(seconds):
+        """The channel has an event (select does not consume it)."""
+        return bool(select.select([fd], [], [], seconds)[0])
+
+    b.qp.close()
+    b.cq = CQ(b.ctx, 64, None, ch, 0)
+    b.qp = make_rc_qp(b.pd, b.cq)
+    connect(a, b)
+    for i in range(2):
+        b.qp.post_recv(RecvWR(wr_id=i, num_sge=1, sg=[SGE(b.mr.buf + 64 * i, 64, b.mr.lkey)]))
+    b.cq.req_notify(1)
+
+    def send(wr_id, flags):
+        a.qp.post_send(SendWR(wr_id=wr_id, opcode=e.IBV_WR_SEND, num_sge=1, send_flags=flags,
+                              sg=[SGE(a.mr.buf, 16, a.mr.lkey)]))
+        check(len(poll_until(a.cq, 1)) == 1, f'send {wr_id} did not complete')
+        check(len(poll_until(b.cq, 1)) == 1, f'SEND {wr_id} not received')
+
+    send(7, e.IBV_SEND_SIGNALED)
+    check(not woken(1), 'a CQ armed for solicited completions woke for an unsolicited SEND')
+    send(8, e.IBV_SEND_SIGNALED | e.IBV_SEND_SOLICITED)
+    check(woken(10), 'no completion event for a solicited SEND')
+    ch.get_cq_event(b.cq)
+    b.cq.ack_events(1)
 
 
 def case_cq_overflow(dev):
@@ -483,7 +537,7 @@ def case_ud(dev, peer_dev):
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
-    'ud': case_ud,
+    'ud': case_ud, 'solicited': case_solicited,
 }
 
 if __name__ == '__main__':

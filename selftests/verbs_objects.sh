@@ -14,20 +14,12 @@ VO="$(dirname "$(readlink -f "$0")")/verbs_objects.py"
 
 trap cleanup_devices_and_ns EXIT
 
-setup() {
-	load_metaroce || return 1
-	setup_ns NSA NSB || return 1
-	veth_pair "$NSA" "$NSB" || return 1
-	create_pair && wait_pair_gids
-}
+setup() { setup_pair; }
 
 # vo CASE ARGS...: runs one case of verbs_objects.py in namespace A.
 vo() {
-	local out rc
-	out=$(ip netns exec "$NSA" timeout 120 $PY "$VO" "$@" 2>&1)
-	rc=$?
-	[ -n "$out" ] && echo "$out" | sed 's/^/# /'
-	[ $rc -eq 0 ] || { fail "verbs_objects.py $*: exit $rc"; return; }
+	py_run 120 "$VO" "$@"
+	[ $PY_RC -eq 0 ] || { fail "verbs_objects.py $*: exit $PY_RC"; return; }
 	return $KSFT_PASS
 }
 
@@ -39,6 +31,7 @@ test_flush() { vo flush mroce0 mroce1; }
 test_cq_overflow() { vo cq_overflow mroce0; }
 test_ah() { vo ah mroce0 mroce1; }
 test_srq() { vo srq mroce0 mroce1; }
+test_solicited() { vo solicited mroce0 mroce1; }
 
 # Deleting the device while a process has a PD, MR, CQ and QP open with the rings
 # mapped: the core destroys the objects; the process's mappings stay valid memory.
@@ -73,7 +66,7 @@ PY
 }
 
 ktap_print_header
-ktap_set_plan 9
+ktap_set_plan 10
 if ! [ -x $PY ] || ! $PY -c 'import pyverbs' 2>/dev/null; then
 	ktap_print_msg "python3-pyverbs is not installed"
 	exit $KSFT_SKIP
@@ -90,5 +83,6 @@ ktap_test "ERR flushes posted receives and sends as IBV_WC_WR_FLUSH_ERR; resize 
 ktap_test "CQ overflow raises IBV_EVENT_CQ_ERR" test_cq_overflow
 ktap_test "AHs to the peer's GID; bad source GID index refused" test_ah
 ktap_test "SRQs: limits, resize refused, SENDs into shared receives, limit and last-WQE events" test_srq
+ktap_test "CQ armed for solicited completions: no event for a plain SEND, one for SEND_SOLICITED" test_solicited
 ktap_test "rdma link del with MR, CQ and QP open and mapped" test_delete_with_objects
 ktap_finished

@@ -1210,42 +1210,28 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
         // SAFETY: The QP's PD is live.
         let pd = PdId::from_raw(unsafe { (*ibqp).pd });
-        let mut rings = Some((sq, rq));
-        let qpn = dev.objects().qps.insert_with(|qpn| {
-            let (sq, rq) = rings.take().ok_or(EINVAL)?;
-            let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all, qp_type })?;
-            Arc::pin_init(
-                pin_init!(Qp::<T> {
-                    qpn,
-                    qp_type,
-                    pd,
-                    send_cq,
-                    recv_cq,
-                    caps,
-                    sq_sig_all,
-                    srq,
-                    kq <- new_spinlock_irq!(None, "metaroce_kq"),
-                    kernel: false,
-                    sq <- new_spinlock_irq!(Some(WorkQueue {
-                        queue: sq,
-                        max_sge: caps.max_send_sge as usize,
-                        max_inline: caps.max_inline_data as usize,
-                    }), "metaroce_sq"),
-                    rq <- new_spinlock_irq!(rq.map(|queue| WorkQueue {
-                        queue,
-                        max_sge: caps.max_recv_sge as usize,
-                        max_inline: 0,
-                    }), "metaroce_rq"),
-                    inner <- new_spinlock_irq!(Inner {
-                        attrs: QpAttributes::default(),
-                        // SAFETY: Not NULL: the core passed it.
-                        ib: Some(unsafe { NonNull::new_unchecked(ibqp) }),
-                    }, "metaroce_qp"),
-                    data,
-                }),
-                GFP_KERNEL,
-            )
-        })?;
+        let mut parts = Some(QpParts {
+            ibqp,
+            qp_type,
+            pd,
+            send_cq,
+            recv_cq,
+            caps,
+            sq_sig_all,
+            srq,
+            sq: Some(WorkQueue {
+                queue: sq,
+                max_sge: caps.max_send_sge as usize,
+                max_inline: caps.max_inline_data as usize,
+            }),
+            rq: rq.map(|queue| WorkQueue {
+                queue,
+                max_sge: caps.max_recv_sge as usize,
+                max_inline: 0,
+            }),
+            kq: None,
+        });
+        let qpn = dev.objects().qps.insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?;
         let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
         cap.max_send_wr = caps.max_send_wr;
         cap.max_recv_wr = caps.max_recv_wr;
@@ -1259,6 +1245,55 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         }
         Ok(0)
     })
+}
+
+/// What a new QP is made of: its work queues (rings mapped by user space, or a kernel
+/// consumer's queues) and attributes.
+struct QpParts {
+    ibqp: *mut bindings::ib_qp,
+    qp_type: QpType,
+    pd: PdId,
+    send_cq: Arc<Cq>,
+    recv_cq: Arc<Cq>,
+    caps: QpCaps,
+    sq_sig_all: bool,
+    srq: Option<Arc<Srq>>,
+    sq: Option<WorkQueue>,
+    rq: Option<WorkQueue>,
+    kq: Option<KernelQueues>,
+}
+
+impl QpParts {
+    /// The QP numbered `qpn`, with the driver's data.
+    fn build<T: Driver>(self, dev: &Device<T>, qpn: u32) -> Result<Arc<Qp<T>>> {
+        let (caps, sq_sig_all, qp_type) = (self.caps, self.sq_sig_all, self.qp_type);
+        let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all, qp_type })?;
+        let kernel = self.kq.is_some();
+        // SAFETY: Not NULL: the core passed it to `create_qp`.
+        let ib = unsafe { NonNull::new_unchecked(self.ibqp) };
+        Arc::pin_init(
+            pin_init!(Qp::<T> {
+                qpn,
+                qp_type,
+                pd: self.pd,
+                send_cq: self.send_cq,
+                recv_cq: self.recv_cq,
+                caps,
+                sq_sig_all,
+                srq: self.srq,
+                kq <- new_spinlock_irq!(self.kq, "metaroce_kq"),
+                kernel,
+                sq <- new_spinlock_irq!(self.sq, "metaroce_sq"),
+                rq <- new_spinlock_irq!(self.rq, "metaroce_rq"),
+                inner <- new_spinlock_irq!(Inner {
+                    attrs: QpAttributes::default(),
+                    ib: Some(ib),
+                }, "metaroce_qp"),
+                data,
+            }),
+            GFP_KERNEL,
+        )
+    }
 }
 
 /// `create_qp` for a kernel consumer: a UD or GSI QP (QP number 1) with kernel queues.
@@ -1308,40 +1343,28 @@ unsafe fn create_kernel_qp<T: Driver>(
     let sq_sig_all = init.sq_sig_type == bindings::ib_sig_type_IB_SIGNAL_ALL_WR;
     // SAFETY: The QP's PD is live.
     let pd = PdId::from_raw(unsafe { (*ibqp).pd });
-    let mut kq = Some(kq);
-    let make = |qpn: u32| {
-        let kq = kq.take().ok_or(EINVAL)?;
-        let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all, qp_type })?;
-        Arc::pin_init(
-            pin_init!(Qp::<T> {
-                qpn,
-                qp_type,
-                pd,
-                send_cq,
-                recv_cq,
-                caps,
-                sq_sig_all,
-                srq: None,
-                kq <- new_spinlock_irq!(Some(kq), "metaroce_kq"),
-                kernel: true,
-                sq <- new_spinlock_irq!(None, "metaroce_sq"),
-                rq <- new_spinlock_irq!(None, "metaroce_rq"),
-                inner <- new_spinlock_irq!(Inner {
-                    attrs: QpAttributes::default(),
-                    // SAFETY: Not NULL: the core passed it.
-                    ib: Some(unsafe { NonNull::new_unchecked(ibqp) }),
-                }, "metaroce_qp"),
-                data,
-            }),
-            GFP_KERNEL,
-        )
+    let parts = QpParts {
+        ibqp,
+        qp_type,
+        pd,
+        send_cq,
+        recv_cq,
+        caps,
+        sq_sig_all,
+        srq: None,
+        sq: None,
+        rq: None,
+        kq: Some(kq),
     };
     let qpn = match qp_type {
         QpType::Gsi => {
-            dev.objects().qps.insert_at(GSI_QPN, make(GSI_QPN)?)?;
+            dev.objects().qps.insert_at(GSI_QPN, parts.build(dev, GSI_QPN)?)?;
             GSI_QPN
         }
-        _ => dev.objects().qps.insert_with(make)?,
+        _ => {
+            let mut parts = Some(parts);
+            dev.objects().qps.insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?
+        }
     };
     let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
     // SAFETY: The core zeroed our part; nobody else sees the QP yet.
