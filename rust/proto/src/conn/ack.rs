@@ -141,8 +141,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if s.chunk.resp {
             q.resp_acked.insert(s.chunk.ssn);
             q.reclaim_responses();
-            q.deliver_pending = true;
-            self.deliver_any = true;
+            self.deliver.add(usize::from(s.chunk.qp));
         } else {
             q.req_acked.insert(s.chunk.ssn);
         }

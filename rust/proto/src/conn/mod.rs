@@ -38,6 +38,27 @@ use pin_init::{init, init_array_from_fn, Init};
 use qp::{Qp, QpState, RecvWqe, SendWr};
 use store::QpStoreExt;
 
+/// The QPs a delivery pass must visit. A datagram concerns one QP (a data
+/// packet) or a few (an ACK freeing response slots), so one index is kept and
+/// anything more falls back to visiting every QP.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum PendingDelivery {
+    #[default]
+    None,
+    One(usize),
+    Many,
+}
+
+impl PendingDelivery {
+    fn add(&mut self, qi: usize) {
+        *self = match *self {
+            Self::None => Self::One(qi),
+            Self::One(j) if j == qi => Self::One(qi),
+            _ => Self::Many,
+        };
+    }
+}
+
 /// A local QP's handle within its connection.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct QpId(pub u16);
@@ -184,8 +205,8 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     consecutive_rto: u32,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
-    /// Some QP's in-order delivery may progress (see `Qp::deliver_pending`).
-    deliver_any: bool,
+    /// QPs whose in-order delivery may progress since the last delivery pass.
+    deliver: PendingDelivery,
     close_pending: Option<u32>,
     events: [Option<Event>; MAX_PENDING_EVENTS],
     ev_head: usize,
@@ -278,7 +299,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             consecutive_rto: 0,
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
-            deliver_any: false,
+            deliver: PendingDelivery::None,
             close_pending: None,
             events <- init_array_from_fn(|_| None),
             ev_head: 0,
@@ -319,7 +340,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             consecutive_rto: 0,
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
-            deliver_any: false,
+            deliver: PendingDelivery::None,
             close_pending: None,
             events: [None; MAX_PENDING_EVENTS],
             ev_head: 0,
@@ -364,7 +385,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.consecutive_rto = 0;
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);
-        self.deliver_any = false;
+        self.deliver = PendingDelivery::None;
         self.close_pending = None;
         self.events.iter_mut().for_each(|e| *e = None);
         self.ev_head = 0;

@@ -169,9 +169,6 @@ pub(crate) struct Qp {
     pub(crate) msgs: [RxMsg; MAX_RX_MSGS],
     /// Next MSN to deliver in order.
     pub(crate) deliver_msn: u32,
-    /// In-order delivery may progress (a message completed or a response slot
-    /// freed up since the last delivery pass).
-    pub(crate) deliver_pending: bool,
     pub(crate) responses: [Response; MAX_RESPONSES],
     pub(crate) resp_head: u32,
     pub(crate) resp_tail: u32,
@@ -259,7 +256,6 @@ impl Qp {
             req_rx: ReasmWindow::default(),
             msgs <- init_array_from_fn(|_| RxMsg::default()),
             deliver_msn: 0,
-            deliver_pending: false,
             responses <- init_array_from_fn(|_| Response::default()),
             resp_head: 0,
             resp_tail: 0,
@@ -294,7 +290,6 @@ impl Qp {
             req_rx: ReasmWindow::default(),
             msgs: [RxMsg::default(); MAX_RX_MSGS],
             deliver_msn: 0,
-            deliver_pending: false,
             responses: [Response::default(); MAX_RESPONSES],
             resp_head: 0,
             resp_tail: 0,
@@ -327,7 +322,6 @@ impl Qp {
         self.req_rx.reset(0);
         self.msgs.iter_mut().for_each(|m| *m = RxMsg::default());
         self.deliver_msn = 0;
-        self.deliver_pending = false;
         self.responses.iter_mut().for_each(|r| *r = Response::default());
         self.resp_head = 0;
         self.resp_tail = 0;

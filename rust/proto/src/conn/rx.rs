@@ -11,7 +11,7 @@
 
 use super::qp::{Qp, QpState, RxKind, RxMsg, Response};
 use super::store::{QpStore, QpStoreExt};
-use super::{ConnState, Connection, QpId};
+use super::{ConnState, Connection, PendingDelivery, QpId};
 use crate::cc::CongestionControl;
 use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, PSN_BEHIND_WINDOW};
 use crate::event::{Event, WcOpcode, WcStatus};
@@ -86,10 +86,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.stats.rx_dropped = self.stats.rx_dropped.saturating_add(1);
         }
         // Deliver where a message completed or a response slot freed up.
-        if core::mem::take(&mut self.deliver_any) {
-            for i in 0..self.qps.len() {
-                let pending = self.qps.qp_mut(i).is_some_and(|q| core::mem::take(&mut q.deliver_pending));
-                if pending {
+        match core::mem::take(&mut self.deliver) {
+            PendingDelivery::None => {}
+            PendingDelivery::One(i) => self.deliver(i, mem),
+            PendingDelivery::Many => {
+                for i in 0..self.qps.len() {
                     self.deliver(i, mem);
                 }
             }
@@ -337,8 +338,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 *slot = msg;
             }
         }
-        q.deliver_pending = true;
-        self.deliver_any = true;
+        self.deliver.add(qi);
         Seg::Accepted
     }
 
