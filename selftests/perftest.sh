@@ -2,7 +2,22 @@
 #
 # Running stock tools (perftest, the ibv_*_pingpong examples) as a server on mroce0 in
 # $NSA and a client on mroce1 in $NSB, and checking what they print. Sourced by the
-# selftests after lib.sh; they set IPA, GA, GB, TO, PORT and LOG.
+# selftests after lib.sh; they set MROCE_TYPE, IPA, IPB, TO, PORT and LOG.
+
+# perftest_setup: the pair of devices of $MROCE_TYPE; GA and GB are their GID indexes
+# for IPA and IPB.
+perftest_setup() {
+	setup_pair "$MROCE_TYPE" || return 1
+	GA=$(gid_index "$NSA" mroce0 $IPA)
+	GB=$(gid_index "$NSB" mroce1 $IPB)
+	[ -n "$GA" ] && [ -n "$GB" ]
+}
+
+# perftest_cleanup: removes the devices, the namespaces and $LOG.
+perftest_cleanup() {
+	cleanup_devices_and_ns
+	rm -rf "$LOG"
+}
 
 next_port() { PORT=$((PORT + 1)); }
 

@@ -22,18 +22,7 @@ TO=300           # limit for each command, in seconds
 PORT=18600       # each test uses its own TCP port for the out-of-band exchange
 LOG=$(mktemp -d /tmp/rc_data.XXXXXX)
 
-cleanup() {
-	cleanup_devices_and_ns
-	rm -rf "$LOG"
-}
-trap cleanup EXIT
-
-setup() {
-	setup_pair "$MROCE_TYPE" || return 1
-	GA=$(gid_index "$NSA" mroce0 $IPA)
-	GB=$(gid_index "$NSB" mroce1 $IPB)
-	[ -n "$GA" ] && [ -n "$GB" ]
-}
+trap perftest_cleanup EXIT
 
 ALL_SIZES=$(for i in $(seq 1 23); do echo $((1 << i)); done)
 
@@ -81,7 +70,7 @@ atomic_lat() { clocked pair_lat ib_atomic_lat -A "$1" -n 100 -F -- 8 100; }
 
 ktap_print_header
 ktap_set_plan 25
-if ! setup; then
+if ! perftest_setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
 fi

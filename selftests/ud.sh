@@ -18,21 +18,9 @@ IPB=198.18.0.2
 TO=120
 PORT=18700
 LOG=$(mktemp -d /tmp/ud.XXXXXX)
-PY=/usr/bin/python3
 VO="$(dirname "$(readlink -f "$0")")/verbs_objects.py"
 
-cleanup() {
-	cleanup_devices_and_ns
-	rm -rf "$LOG"
-}
-trap cleanup EXIT
-
-setup() {
-	setup_pair "$MROCE_TYPE" || return 1
-	GA=$(gid_index "$NSA" mroce0 $IPA)
-	GB=$(gid_index "$NSB" mroce1 $IPB)
-	[ -n "$GA" ] && [ -n "$GB" ]
-}
+trap perftest_cleanup EXIT
 
 # The port MTU on veth (1500) is 1024: UD messages are at most that.
 UD_SIZES=$(for i in $(seq 1 10); do echo $((1 << i)); done)
@@ -54,7 +42,7 @@ test_ud_rules() {
 
 ktap_print_header
 ktap_set_plan 5
-if ! setup; then
+if ! perftest_setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
 fi

@@ -606,6 +606,12 @@ pub struct WqeAddress {
     pub hop_limit: u8,
 }
 
+impl From<&AddressVector> for WqeAddress {
+    fn from(av: &AddressVector) -> Self {
+        Self { src: av.src, dst: av.dst, traffic_class: av.traffic_class, hop_limit: av.hop_limit }
+    }
+}
+
 /// Where a UD send goes, from the WQE (`wr.ud` of `struct rxe_send_wr`).
 #[derive(Clone, Copy, Debug)]
 pub struct UdDest {
@@ -1428,7 +1434,6 @@ unsafe fn kernel_send(ud: *const bindings::ib_ud_wr, lkey: u32, sig_all: bool) -
     }
     // SAFETY: The consumer's AH of our device, live while the work request is posted.
     let ah = unsafe { crate::ah::AhObject::get(ud.ah) }.ok_or(EINVAL)?;
-    let av = ah.av();
     let flags = ud.wr.send_flags as u32;
     Ok(KernelSend {
         // SAFETY: Integer union member (`wr_cqe` is the same 8 bytes).
@@ -1438,7 +1443,7 @@ unsafe fn kernel_send(ud: *const bindings::ib_ud_wr, lkey: u32, sig_all: bool) -
         solicited: flags & bindings::ib_send_flags_IB_SEND_SOLICITED as u32 != 0,
         remote_qpn: ud.remote_qpn,
         remote_qkey: ud.remote_qkey,
-        dest: WqeAddress { src: av.src, dst: av.dst, traffic_class: av.traffic_class, hop_limit: av.hop_limit },
+        dest: ah.av().into(),
         // SAFETY: Per the function's contract.
         buffers: unsafe { KernelBuffers::from_raw(ud.wr.sg_list, ud.wr.num_sge, lkey)? },
     })

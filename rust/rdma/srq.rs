@@ -162,7 +162,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
         // SAFETY: The core passes a live SRQ of one of our devices and valid arguments.
         let (dev, init, udata) =
             unsafe { (Device::<T>::from_raw((*ibsrq).device), &mut *init, UData::from_raw(udata)) };
-        // Kernel consumers are not supported (the device is not a kverbs provider).
+        // Only user SRQs: no kernel consumer of this device uses one.
         let udata = udata.ok_or(EOPNOTSUPP)?;
         if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
             return Err(EOPNOTSUPP);

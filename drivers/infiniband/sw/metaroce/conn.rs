@@ -66,7 +66,6 @@ impl ConnCounters {
     }
 }
 
-/// What only the serialized context touches.
 /// The most QPs one connection carries (a device's `max_qp`).
 const MAX_QPS_PER_CONN: usize = crate::device::MAX_QP as usize;
 
@@ -92,6 +91,7 @@ impl QpStore for QpSlots {
 /// A connection of the driver: the default controller, QP slots grown on demand.
 pub(crate) type Conn = Connection<Aimd, QpSlots>;
 
+/// What only the serialized context touches.
 struct ConnState {
     conn: KBox<Conn>,
     /// The bound QPs, by their stream index.
@@ -225,9 +225,9 @@ impl ConnCtx {
         let _ = workqueue::system_bh_highpri().enqueue(self.clone());
     }
 
-    /// Runs the connection now, in the caller's (process) context: the send doorbell
-    /// does this, as rdma_rxe runs its requester in `post_send`, to spare a wakeup.
-    /// The send doorbell of QP `id`: hands its new WQEs to the core and runs.
+    /// The send doorbell of QP `id`: hands its new WQEs to the core and runs the
+    /// connection now, in the caller's (process) context, as rdma_rxe runs its
+    /// requester in `post_send`, to spare a wakeup.
     pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {

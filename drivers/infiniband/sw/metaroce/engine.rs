@@ -159,12 +159,12 @@ impl Engine {
         )
     }
 
-    /// The number of open connections.
     /// The device's network device.
     pub(crate) fn netdev(&self) -> &NetDevice {
         &self.ndev
     }
 
+    /// The number of open connections.
     pub(crate) fn conns(&self) -> usize {
         self.conns.lock().len()
     }

@@ -50,40 +50,18 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
     let _serial = qp.data().ud_send.lock();
     if qp.is_kernel() {
         while let Some(w) = qp.kernel_send_pop() {
-            let status = match send_kernel(dev, qp, &w) {
-                Ok(()) => WcStatus::Success,
-                Err(s) => s,
-            };
-            if w.signaled || status != WcStatus::Success {
-                let wc = WorkCompletion {
-                    status,
-                    ..WorkCompletion::flushed(w.wr_id, WcOpcode::Send, qp.qpn())
-                };
-                let _ = qp.push_send(&wc);
-            }
+            complete_send(qp, w.wr_id, send_kernel(dev, qp, &w), w.signaled);
         }
         return;
     }
     while let Some(peeked) = qp.sq_peek() {
-        let (wr_id, status, signaled) = match &peeked {
-            Ok(w) => {
-                let status = match send(dev, qp, w) {
-                    Ok(()) => WcStatus::Success,
-                    Err(s) => s,
-                };
-                (w.wr_id, status, qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0)
-            }
-            Err(b) => (b.wr_id, WcStatus::LocQpOpErr, true),
+        let (wr_id, sent, signaled) = match &peeked {
+            Ok(w) => (w.wr_id, send(dev, qp, w), qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0),
+            Err(b) => (b.wr_id, Err(WcStatus::LocQpOpErr), true),
         };
         qp.sq_advance();
-        if signaled || status != WcStatus::Success {
-            let wc = WorkCompletion {
-                status,
-                ..WorkCompletion::flushed(wr_id, WcOpcode::Send, qp.qpn())
-            };
-            let _ = qp.push_send(&wc);
-        }
-        if status != WcStatus::Success {
+        complete_send(qp, wr_id, sent, signaled);
+        if sent.is_err() {
             // A local error moves the QP to ERR; what is left is flushed.
             qp.set_error();
             qp.flush_send_queue();
@@ -91,6 +69,16 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
             return;
         }
     }
+}
+
+/// Completes a sent WQE: when signaled, and always on error.
+fn complete_send(qp: &Qp<MetaRoceDriver>, wr_id: u64, sent: Result<(), WcStatus>, signaled: bool) {
+    let status = match sent {
+        Ok(()) if !signaled => return,
+        Ok(()) => WcStatus::Success,
+        Err(s) => s,
+    };
+    let _ = qp.push_send(&WorkCompletion { status, ..WorkCompletion::flushed(wr_id, WcOpcode::Send, qp.qpn()) });
 }
 
 /// Where the datagram of `w` goes: its AH, or the address vector in the WQE.
@@ -103,13 +91,7 @@ fn address(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -
     if ah.pd() != qp.pd() {
         return None;
     }
-    let av = ah.av();
-    Some(WqeAddress {
-        src: av.src,
-        dst: av.dst,
-        traffic_class: av.traffic_class,
-        hop_limit: av.hop_limit,
-    })
+    Some(ah.av().into())
 }
 
 /// A user WQE's datagram.
@@ -168,12 +150,10 @@ fn transmit(
     if len > dev.data().active_mtu().bytes() as usize {
         return Err(WcStatus::LocLenErr);
     }
-    let to = d.to;
-    let attrs = qp.attributes();
     let h = UdHeader {
         dst_qpn: d.remote_qpn & 0x00ff_ffff,
         src_qpn: qp.qpn(),
-        qkey: if d.remote_qkey & QKEY_USE_QP != 0 { attrs.qkey } else { d.remote_qkey },
+        qkey: if d.remote_qkey & QKEY_USE_QP != 0 { qp.attributes().qkey } else { d.remote_qkey },
         imm: d.imm,
         solicited: d.solicited,
     };
@@ -185,16 +165,18 @@ fn transmit(
     skb.append(&hdr[..hlen]).map_err(|_| WcStatus::LocQpOpErr)?;
     fill(skb.put(len).map_err(|_| WcStatus::LocQpOpErr)?)?;
     let dest = Destination {
-        src: crate::engine::ip(to.src),
-        dst: crate::engine::ip(to.dst),
+        src: crate::engine::ip(d.to.src),
+        dst: crate::engine::ip(d.to.dst),
         src_port: source_port(qp.qpn(), h.dst_qpn),
         dst_port: UDP_PORT,
         ecn: Ecn::Ect0,
     };
     let sent = skb.len();
     let ret = net.tunnel().send(netdev, &dest, skb);
+    if ret.is_ok() {
+        net.engine().stats.ud_tx.fetch_add(1, Relaxed);
+    }
     net.count_tx(ret, sent);
-    net.engine().stats.ud_tx.fetch_add(1, Relaxed);
     // A datagram the network refused is lost, as any datagram may be: the WQE has
     // done its part ([MR-UD-1]).
     Ok(())
@@ -207,30 +189,20 @@ fn source_port(src_qpn: u32, dst_qpn: u32) -> u16 {
     0xc000 | (h >> 18) as u16
 }
 
-/// Why a datagram was not delivered.
-enum Undelivered {
-    /// No UD QP in RTR/RTS with that number, or the Q_Key differs.
-    NoQp,
-    /// The QP has no receive posted.
-    NoReceive,
-}
-
-/// Delivers a received datagram; returns `false` when it was dropped.
+/// Delivers a received datagram; returns `false` when it was dropped (malformed, no
+/// UD QP in RTR/RTS/SQD with that number and Q_Key, or no receive posted).
 pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &Received<'_>) -> bool {
-    match UdHeader::parse(rx.payload()) {
-        Ok((h, payload)) => deliver(dev, rx, &h, payload).is_ok(),
-        Err(_) => false,
-    }
+    let Ok((h, payload)) = UdHeader::parse(rx.payload()) else {
+        return false;
+    };
+    deliver(dev, rx, &h, payload).is_some()
 }
 
-fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Result<(), Undelivered> {
-    let qp = dev.objects().qps.get(h.dst_qpn).ok_or(Undelivered::NoQp)?;
-    if !qp.qp_type().is_datagram() {
-        return Err(Undelivered::NoQp);
-    }
+fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Option<()> {
+    let qp = dev.objects().qps.get(h.dst_qpn).filter(|qp| qp.qp_type().is_datagram())?;
     let attrs = qp.attributes();
     if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || attrs.qkey != h.qkey {
-        return Err(Undelivered::NoQp);
+        return None;
     }
     let grh = grh(rx);
     let len = GRH_LEN + payload.len();
@@ -255,7 +227,7 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
         },
     };
     if qp.is_kernel() {
-        let r = qp.kernel_recv_pop().ok_or(Undelivered::NoReceive)?;
+        let r = qp.kernel_recv_pop()?;
         let status = if r.buffers.len() >= len as u64 {
             match r.buffers.write(0, &grh).and_then(|()| r.buffers.write(GRH_LEN as u64, payload)) {
                 Ok(()) => WcStatus::Success,
@@ -265,13 +237,13 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
             WcStatus::LocLenErr
         };
         let _ = qp.push_recv(&done(r.wr_id, status), h.solicited);
-        return Ok(());
+        return Some(());
     }
     // Receives are consumed one datagram at a time per QP.
     let _serial = qp.data().ud_recv.lock();
     let wqe: RecvWqe = match qp.srq() {
-        Some(srq) => srq.take().ok_or(Undelivered::NoReceive)?,
-        None => qp.rq_peek().ok_or(Undelivered::NoReceive)?,
+        Some(srq) => srq.take()?,
+        None => qp.rq_peek()?,
     };
     let pd = qp.pd();
     let status = match wqe.sges {
@@ -286,7 +258,7 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
         qp.rq_advance();
     }
     let _ = qp.push_recv(&done(wqe.wr_id, status), h.solicited);
-    Ok(())
+    Some(())
 }
 
 /// The GRH area of a received datagram as verbs defines it for RoCE v2: for IPv4, 20
