@@ -8,6 +8,9 @@
 #   RESULT|<test>|<driver>|<value>|<unit>
 # Values are perftest's: Gb/s for bandwidth (BW average), usec for latency.
 #   tools/bench-guest.sh [--quick]
+# BENCH_DURATION=SECONDS sets the time per cell (default 4), BENCH_FILTER=REGEX runs only
+# the tests whose name matches (an extended regular expression), BENCH_COUNTERS=1 prints
+# the metaroce transport counters of both devices after each of its runs.
 
 . "$(dirname "$0")/../selftests/lib.sh"
 
@@ -98,10 +101,16 @@ run() {
 		value=- 
 	fi
 	echo "RESULT|$test|$driver|$value|$unit"
+	if [ "${BENCH_COUNTERS:-0}" = 1 ] && [ $driver = metaroce ]; then
+		for cdev in mroce0 mroce1; do
+			echo "# $cdev: $(rdma statistic show link $cdev/1 | tr -s ' ' | cut -d' ' -f3-)"
+		done
+	fi
 	sleep 0.5
 }
 
 both() {
+	[ -n "${BENCH_FILTER:-}" ] && ! echo "$1" | grep -Eq -- "$BENCH_FILTER" && return
 	run "$1" metaroce "${@:2}"
 	run "$1" rxe "${@:2}"
 }
