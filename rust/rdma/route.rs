@@ -1,24 +1,29 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Output route lookups for UDP datagrams (`ip_route_output_flow`,
-//! `ip6_dst_lookup_flow`), as rdma_rxe's `rxe_find_route4/6` do.
+//! `ip6_dst_lookup_flow`), as rdma_rxe's `rxe_find_route4/6` do, and a per-flow
+//! route cache (`struct dst_cache`), as UDP tunnel drivers keep one.
 //!
 //! C headers: [`include/net/route.h`](srctree/include/net/route.h),
-//! [`include/net/ip6_route.h`](srctree/include/net/ip6_route.h).
+//! [`include/net/ip6_route.h`](srctree/include/net/ip6_route.h),
+//! [`include/net/dst_cache.h`](srctree/include/net/dst_cache.h).
 
 use crate::bindings;
 use core::{
     net::{Ipv4Addr, Ipv6Addr},
     ptr::NonNull,
 };
-use kernel::{error::from_err_ptr, prelude::*};
+use kernel::{
+    error::{from_err_ptr, to_result},
+    prelude::*,
+};
 
 /// The UDP protocol number, for the flow key.
 const IPPROTO_UDP: u8 = bindings::IPPROTO_UDP as u8;
 
 /// A UDP flow to look a route up for: the ports take part in multipath hashing, so
 /// datagrams of different source ports may take different equal-cost routes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Flow<A> {
     /// Output interface index (the device's netdev).
     pub(crate) oif: i32,
@@ -157,5 +162,113 @@ impl Drop for Route6 {
     fn drop(&mut self) {
         // SAFETY: We own one reference (type invariant).
         unsafe { bindings::dst_release(self.dst.as_ptr()) };
+    }
+}
+
+/// The flow a [`RouteCache`] holds the route of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum CachedFlow {
+    V4(Flow<Ipv4Addr>),
+    V6(Flow<Ipv6Addr>),
+}
+
+/// The route of one flow, kept between datagrams (the kernel's per-CPU `struct
+/// dst_cache`): a lookup costs a FIB walk, and a connection sends every datagram of
+/// a path on the same flow. A cached route is checked at each use and dropped when
+/// the routing table changed; a different flow replaces it.
+///
+/// # Invariants
+///
+/// `cache` was initialized by `dst_cache_init` and is destroyed only on drop.
+pub struct RouteCache {
+    cache: bindings::dst_cache,
+    flow: Option<CachedFlow>,
+}
+
+// SAFETY: The per-CPU storage belongs to this value; it is used through `&mut self`
+// only, with bottom halves disabled, on whichever CPU the owner runs.
+unsafe impl Send for RouteCache {}
+
+impl RouteCache {
+    /// An empty cache (allocates its per-CPU storage).
+    pub fn new(flags: kernel::alloc::Flags) -> Result<Self> {
+        let mut cache = bindings::dst_cache::default();
+        // SAFETY: `cache` is a zeroed `struct dst_cache` we own.
+        to_result(unsafe { bindings::dst_cache_init(&mut cache, crate::skb::gfp(flags)) })?;
+        // INVARIANT: Initialized just above.
+        Ok(Self { cache, flow: None })
+    }
+
+    /// Forgets the cached route unless it belongs to `flow`, which it is kept for next.
+    fn select(&mut self, flow: CachedFlow) -> bool {
+        if self.flow == Some(flow) {
+            return true;
+        }
+        // SAFETY: The cache is initialized (type invariant) and has no concurrent
+        // user (`&mut self`).
+        unsafe { bindings::dst_cache_reset_now(&mut self.cache) };
+        self.flow = Some(flow);
+        false
+    }
+
+    /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
+    pub(crate) fn get4(&mut self, flow: &Flow<Ipv4Addr>) -> Option<Route4> {
+        if !self.select(CachedFlow::V4(*flow)) {
+            return None;
+        }
+        let mut saddr = 0u32;
+        // SAFETY: The cache is initialized (type invariant); bottom halves are
+        // disabled (the function's contract).
+        let rt = NonNull::new(unsafe { bindings::dst_cache_get_ip4(&mut self.cache, &mut saddr) })?;
+        // INVARIANT: `dst_cache_get_ip4` returns a held route.
+        Some(Route4 {
+            rt,
+            src: Ipv4Addr::from(u32::from_be(saddr)),
+        })
+    }
+
+    /// Keeps `rt` as the route of `flow`. Bottom halves must be disabled.
+    pub(crate) fn set4(&mut self, flow: &Flow<Ipv4Addr>, rt: &Route4) {
+        self.select(CachedFlow::V4(*flow));
+        // SAFETY: The cache is initialized (type invariant); `rt` is live and the cache
+        // takes its own reference; a `struct rtable` begins with its `dst_entry`.
+        unsafe {
+            bindings::dst_cache_set_ip4(
+                &mut self.cache,
+                rt.rt.as_ptr().cast::<bindings::dst_entry>(),
+                u32::from(rt.src).to_be(),
+            )
+        };
+    }
+
+    /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
+    pub(crate) fn get6(&mut self, flow: &Flow<Ipv6Addr>) -> Option<Route6> {
+        if !self.select(CachedFlow::V6(*flow)) {
+            return None;
+        }
+        let mut saddr = bindings::in6_addr::default();
+        // SAFETY: As in `get4`.
+        let dst = NonNull::new(unsafe { bindings::dst_cache_get_ip6(&mut self.cache, &mut saddr) })?;
+        // SAFETY: `saddr` was written by the lookup.
+        let src = Ipv6Addr::from(unsafe { saddr.in6_u.u6_addr8 });
+        // INVARIANT: `dst_cache_get_ip6` returns a held route; only routes without
+        // error are cached (`set6`).
+        Some(Route6 { dst, src })
+    }
+
+    /// Keeps `rt` as the route of `flow`. Bottom halves must be disabled.
+    pub(crate) fn set6(&mut self, flow: &Flow<Ipv6Addr>, rt: &Route6) {
+        self.select(CachedFlow::V6(*flow));
+        let mut saddr = bindings::in6_addr::default();
+        saddr.in6_u.u6_addr8 = rt.src.octets();
+        // SAFETY: As in `set4`.
+        unsafe { bindings::dst_cache_set_ip6(&mut self.cache, rt.dst.as_ptr(), &saddr) };
+    }
+}
+
+impl Drop for RouteCache {
+    fn drop(&mut self) {
+        // SAFETY: Initialized (type invariant) and no longer used.
+        unsafe { bindings::dst_cache_destroy(&mut self.cache) };
     }
 }

@@ -183,7 +183,7 @@ impl Drop for SkBuff {
 
 /// The C allocation mode for `flags`: exactly the kernel's `GFP_KERNEL` or
 /// `GFP_NOWAIT`, otherwise `GFP_ATOMIC`, which is valid in every context.
-fn gfp(flags: Flags) -> bindings::gfp_t {
+pub(crate) fn gfp(flags: Flags) -> bindings::gfp_t {
     use kernel::alloc::flags::{GFP_KERNEL, GFP_NOWAIT};
     if flags == GFP_KERNEL {
         kernel::bindings::GFP_KERNEL

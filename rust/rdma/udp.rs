@@ -22,6 +22,7 @@ use crate::{
     route::{Flow, Route4, Route6},
     skb::{SkBuff, UDP_TUNNEL_HEADROOM},
 };
+pub use crate::route::RouteCache;
 use core::{
     marker::{PhantomData, PhantomPinned},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -315,7 +316,23 @@ impl<H: DatagramHandler> UdpTunnel<H> {
     /// namespace). Once the datagram is handed to IP, later drops (queue full, neighbour
     /// unresolved) are not reported, as for any UDP socket.
     pub fn send(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff) -> Result {
-        let ret = self.try_send(netdev, to, payload);
+        self.send_routed(netdev, to, payload, None)
+    }
+
+    /// Sends as [`UdpTunnel::send`] does, with the route kept in `routes` between
+    /// datagrams of the same flow (a sender keeps one cache per flow it sends on).
+    pub fn send_cached(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff, routes: &mut RouteCache) -> Result {
+        self.send_routed(netdev, to, payload, Some(routes))
+    }
+
+    fn send_routed(
+        &self,
+        netdev: &NetDevice,
+        to: &Destination,
+        payload: SkBuff,
+        routes: Option<&mut RouteCache>,
+    ) -> Result {
+        let ret = self.try_send(netdev, to, payload, routes);
         match ret {
             Ok(()) => {}
             Err(e) if e == EHOSTUNREACH => {
@@ -343,7 +360,13 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         self.send(netdev, to, skb)
     }
 
-    fn try_send(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff) -> Result {
+    fn try_send(
+        &self,
+        netdev: &NetDevice,
+        to: &Destination,
+        payload: SkBuff,
+        mut routes: Option<&mut RouteCache>,
+    ) -> Result {
         if payload.headroom() < UDP_TUNNEL_HEADROOM {
             payload.discard();
             return Err(EINVAL);
@@ -371,13 +394,22 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     src_port: to.src_port,
                     dst_port: to.dst_port,
                 };
-                // SAFETY: The socket is open under the RCU read lock, so `net` is live
-                // (type invariant).
-                let rt = match unsafe { Route4::lookup(self.net, &flow) } {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        payload.discard();
-                        return Err(e);
+                let rt = match routes.as_deref_mut().and_then(|c| c.get4(&flow)) {
+                    Some(rt) => rt,
+                    None => {
+                        // SAFETY: The socket is open under the RCU read lock, so `net` is live
+                        // (type invariant).
+                        let rt = match unsafe { Route4::lookup(self.net, &flow) } {
+                            Ok(rt) => rt,
+                            Err(e) => {
+                                payload.discard();
+                                return Err(e);
+                            }
+                        };
+                        if let Some(c) = routes {
+                            c.set4(&flow, &rt);
+                        }
+                        rt
                     }
                 };
                 let (ttl, src) = (rt.hop_limit(), u32::from(rt.src).to_be());
@@ -416,12 +448,21 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     src_port: to.src_port,
                     dst_port: to.dst_port,
                 };
-                // SAFETY: As for IPv4; `sk` is a socket of `net`.
-                let rt = match unsafe { Route6::lookup(self.net, sk, &flow) } {
-                    Ok(rt) => rt,
-                    Err(e) => {
-                        payload.discard();
-                        return Err(e);
+                let rt = match routes.as_deref_mut().and_then(|c| c.get6(&flow)) {
+                    Some(rt) => rt,
+                    None => {
+                        // SAFETY: As for IPv4; `sk` is a socket of `net`.
+                        let rt = match unsafe { Route6::lookup(self.net, sk, &flow) } {
+                            Ok(rt) => rt,
+                            Err(e) => {
+                                payload.discard();
+                                return Err(e);
+                            }
+                        };
+                        if let Some(c) = routes {
+                            c.set6(&flow, &rt);
+                        }
+                        rt
                     }
                 };
                 let ttl = rt.hop_limit();

@@ -213,6 +213,10 @@ impl Bound {
         // Too many SGEs: a zero-length buffer, which any SEND overflows
         // (IBV_WC_LOC_LEN_ERR).
         let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
+        // The message's data is placed next: keep its scatter list parsed.
+        if let (None, Some(sges)) = (self.qp.srq(), w.sges) {
+            *self.recv_cache = Some((seq, sges));
+        }
         self.rq_seq += 1;
         Some((seq, len))
     }
@@ -237,6 +241,10 @@ impl Bound {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         if let Some(slot) = self.send_slots.get_mut(i) {
                             *slot = SendSlot { wr_id: w.wr_id, signaled };
+                        }
+                        // The core asks for its payload next: keep it parsed.
+                        if let Ok(w) = peeked {
+                            *self.send_cache = Some((self.sq_seq, w));
                         }
                         self.sq_seq += 1;
                         continue;

@@ -41,7 +41,7 @@ use rdma::{
     qp::Qp,
     skb::SkBuff,
     sync::SpinLockBh,
-    udp::{Destination, Ecn, OwnedDatagram},
+    udp::{Destination, Ecn, OwnedDatagram, RouteCache},
 };
 
 /// Received datagrams a connection buffers between two runs of its work item.
@@ -100,6 +100,8 @@ struct ConnState {
     rx: KVec<OwnedDatagram>,
     /// Headers of the packet being built.
     buf: KVec<u8>,
+    /// The route of each path (its UDP source port), kept between datagrams.
+    routes: KVec<RouteCache>,
     /// The armed timer (holds a reference to the connection until cancelled).
     timer: Option<ArcHrTimerHandle<ConnCtx>>,
     /// Its deadline.
@@ -185,11 +187,16 @@ impl ConnCtx {
         let qps = KVec::new();
         let mut buf = KVec::with_capacity(MIN_TRANSMIT_BUF, GFP_KERNEL)?;
         buf.resize(MIN_TRANSMIT_BUF, 0, GFP_KERNEL)?;
+        let mut routes = KVec::with_capacity(usize::from(cfg.paths), GFP_KERNEL)?;
+        for _ in 0..cfg.paths {
+            routes.push(RouteCache::new(GFP_KERNEL)?, GFP_KERNEL)?;
+        }
         let state = ConnState {
             conn,
             qps,
             rx: KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?,
             buf,
+            routes,
             timer: None,
             armed: None,
             dead: false,
@@ -366,7 +373,7 @@ impl ConnCtx {
             let mut inbox = self.inbox.lock();
             core::mem::swap(&mut *inbox, &mut st.rx);
         }
-        let ConnState { conn, qps, rx, buf, .. } = st;
+        let ConnState { conn, qps, rx, buf, routes, .. } = st;
         for d in rx.iter() {
             let ce = d.info().ecn == Ecn::Ce;
             let mut mem = QpMemory { dev, qps };
@@ -380,7 +387,7 @@ impl ConnCtx {
             b.sync_send(dev, conn);
         }
         self.drain_events(conn, qps);
-        self.transmit(dev, &self.ndev, now, conn, qps, buf);
+        self.transmit(dev, &self.ndev, now, conn, qps, buf, routes);
         self.drain_events(conn, qps);
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
@@ -415,6 +422,7 @@ impl ConnCtx {
         conn: &mut Conn,
         qps: &mut [Option<Bound>],
         buf: &mut [u8],
+        routes: &mut [RouteCache],
     ) {
         let net = dev.data().net();
         while let Some(t) = conn.poll_transmit(now, buf) {
@@ -433,7 +441,11 @@ impl ConnCtx {
                 ecn: Ecn::Ect0,
             };
             let len = skb.len();
-            net.count_tx(net.tunnel().send(netdev, &to, skb), len);
+            let sent = match routes.get_mut(usize::from(t.path)) {
+                Some(r) => net.tunnel().send_cached(netdev, &to, skb, r),
+                None => net.tunnel().send(netdev, &to, skb),
+            };
+            net.count_tx(sent, len);
         }
     }
 
@@ -454,21 +466,24 @@ impl ConnCtx {
         Ok(skb)
     }
 
-    /// Arms the timer at the core's next deadline, if it changed.
+    /// Arms the timer for the core's next deadline. A pending timer that expires no later
+    /// than that is left alone: it fires early, the run finds nothing due and arms the
+    /// timer again. The retransmission deadline moves forward with every ACK, so this
+    /// spares a cancel and a restart (a clock event reprogramming) on nearly every run.
     fn arm(self: &Arc<Self>, st: &mut ConnState, now: CoreInstant) {
-        let next = st.conn.poll_timeout();
-        if next == st.armed && st.timer.is_some() && next.is_none_or(|t| t > now) {
+        let Some(next) = st.conn.poll_timeout() else {
+            return;
+        };
+        if st.timer.is_some() && st.armed.is_some_and(|a| a > now && a <= next) {
             return;
         }
         // Cancel the old one first: starting restarts the same timer, and dropping an
         // old handle afterwards would cancel the new expiry.
         drop(st.timer.take());
-        st.armed = next;
-        if let Some(t) = next {
-            // A deadline already due gets a short delay rather than a busy loop.
-            let delta = t.as_nanos().saturating_sub(now.as_nanos()).max(MIN_TIMER_NS);
-            let delta = Delta::from_nanos(delta.min(i64::MAX as u64) as i64);
-            st.timer = Some(self.clone().start(delta));
-        }
+        st.armed = Some(next);
+        // A deadline already due gets a short delay rather than a busy loop.
+        let delta = next.as_nanos().saturating_sub(now.as_nanos()).max(MIN_TIMER_NS);
+        let delta = Delta::from_nanos(delta.min(i64::MAX as u64) as i64);
+        st.timer = Some(self.clone().start(delta));
     }
 }
