@@ -26,6 +26,10 @@ pub const MAX_DATA_HEADER_LEN: usize = COMMON_HEADER_LEN + 44;
 /// Bits in a per-path selective acknowledgement bitmap.
 pub const SACK_BITS: usize = 256;
 
+/// Largest reorder threshold a path adapts to after spurious loss declarations
+/// (a quarter of the SACK window).
+pub const MAX_REORDER_THRESHOLD: u32 = (SACK_BITS / 4) as u32;
+
 /// Bytes in a per-path selective acknowledgement bitmap.
 pub const SACK_BYTES: usize = SACK_BITS / 8;
 
@@ -100,7 +104,7 @@ pub const MAX_RECV_WR: usize = 64;
 pub const MAX_RX_MSGS: usize = 64;
 
 /// Most READ/atomic responses per QP held by the responder until acknowledged.
-pub const MAX_RESPONSES: usize = 16;
+pub const MAX_RESPONSES: usize = 32;
 
 /// Most pending NAKs per connection.
 pub const MAX_PENDING_NAKS: usize = 8;

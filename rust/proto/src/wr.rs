@@ -61,4 +61,8 @@ pub struct WorkRequest {
     pub swap: u64,
     /// Solicited event flag.
     pub solicited: bool,
+    /// Ask for the acknowledgement of the message's last packet at once
+    /// (`ACK_REQ`): the application waits for this completion (a signaled
+    /// work request). Otherwise the receiver may delay it ([MR-SACK-10]).
+    pub ack_req: bool,
 }

@@ -34,8 +34,8 @@ fn packets() -> Vec<(&'static str, Vec<u8>)> {
         out.push((name, b));
     }
     let mut ack = AckRepr { rate_hint: 1000, ack_delay: 3, count: 2, ..Default::default() };
-    ack.blocks[0] = AckBlock { path: 0, ce_count: 1, cum_psn: 40, sack: [0; 32] };
-    ack.blocks[1] = AckBlock { path: 1, ce_count: 0, cum_psn: 41, sack: [0b101; 32] };
+    ack.blocks[0] = AckBlock { path: 0, dup_count: 0, ce_count: 1, cum_psn: 40, sack: [0; 32] };
+    ack.blocks[1] = AckBlock { path: 1, dup_count: 0, ce_count: 0, cum_psn: 41, sack: [0b101; 32] };
     let others = [
         ("ack", PacketRepr::Ack { header: h, ack }),
         ("nak", PacketRepr::Nak { header: h, nak: Nak { path: 1, code: NakCode::Rnr, rnr_timer: 2, psn: 42, qpn: 2, msn: 0, ssn: 0 } }),

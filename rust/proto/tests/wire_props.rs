@@ -47,8 +47,8 @@ fn data_ext() -> impl Strategy<Value = DataExt> {
 fn repr() -> impl Strategy<Value = PacketRepr> {
     let stream = (any::<u32>(), any::<u32>(), any::<u32>(), any::<u32>())
         .prop_map(|(qpn, msn, ssn, offset)| StreamHeader { qpn, msn, ssn, offset });
-    let block = (any::<u8>(), any::<u16>(), any::<u32>(), proptest::array::uniform32(any::<u8>()))
-        .prop_map(|(path, ce_count, cum_psn, sack)| AckBlock { path, ce_count, cum_psn, sack });
+    let block = (any::<u8>(), any::<u8>(), any::<u16>(), any::<u32>(), proptest::array::uniform32(any::<u8>()))
+        .prop_map(|(path, dup_count, ce_count, cum_psn, sack)| AckBlock { path, dup_count, ce_count, cum_psn, sack });
     let nak_code = prop_oneof![
         Just(NakCode::Rnr),
         Just(NakCode::AccessError),

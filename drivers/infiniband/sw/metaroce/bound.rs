@@ -236,8 +236,7 @@ impl Bound {
             };
             let refused = match &peeked {
                 Ok(w) => match self.post(dev, conn, w) {
-                    Ok(()) => {
-                        let signaled = self.qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0;
+                    Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         if let Some(slot) = self.send_slots.get_mut(i) {
                             *slot = SendSlot { wr_id: w.wr_id, signaled };
@@ -280,7 +279,8 @@ impl Bound {
         self.send_pending = self.sq_seq - self.sq_done < count;
     }
 
-    fn post(&self, dev: &Device<MetaRoceDriver>, conn: &mut Conn, w: &SendWqe) -> Result<(), Refused> {
+    /// Hands `w` to the core; returns whether its completion is signaled.
+    fn post(&self, dev: &Device<MetaRoceDriver>, conn: &mut Conn, w: &SendWqe) -> Result<bool, Refused> {
         let opcode = core_opcode(w.opcode).ok_or(Refused::Fail(WcStatus::LocQpOpErr))?;
         if w.length > u64::from(MAX_MSG_LEN) {
             return Err(Refused::Fail(WcStatus::LocLenErr));
@@ -299,6 +299,7 @@ impl Bound {
         if opcode.is_atomic() && w.length < 8 {
             return Err(Refused::Fail(WcStatus::LocLenErr));
         }
+        let signaled = self.qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0;
         let wr = WorkRequest {
             wr_id: self.sq_seq,
             opcode,
@@ -309,9 +310,11 @@ impl Bound {
             compare_add: w.compare_add,
             swap: w.swap,
             solicited: w.send_flags & SEND_SOLICITED != 0,
+            // The application waits for a signaled completion: no ACK delay for it.
+            ack_req: signaled,
         };
         match conn.post_send(self.id, wr) {
-            Ok(()) => Ok(()),
+            Ok(()) => Ok(signaled),
             Err(PostError::Invalid) => Err(Refused::Fail(WcStatus::LocQpOpErr)),
             Err(_) => Err(Refused::Later),
         }

@@ -102,6 +102,7 @@ fuzz_target!(|data: &[u8]| {
                     len,
                     rkey: u32::from(kind >> 6),
                     remote_addr: u64::from(kind & 0x38),
+                    ack_req: next_id % 2 == 0,
                     ..Default::default()
                 };
                 next_id += 1;

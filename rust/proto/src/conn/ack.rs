@@ -9,7 +9,10 @@ use super::rx::RxDrop;
 use super::store::{QpStore, QpStoreExt};
 use super::Connection;
 use crate::cc::{CongestionControl, Signal};
-use crate::constants::{ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, MAX_PATHS, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS, SACK_BYTES};
+use crate::constants::{
+    ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, MAX_PATHS, MAX_REORDER_THRESHOLD, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS,
+    SACK_BYTES,
+};
 use crate::event::{Event, WcStatus};
 use crate::path::inflight::Sent;
 use crate::psn::seq_diff;
@@ -88,11 +91,19 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             p.stats.ecn_marks = p.stats.ecn_marks.saturating_add(ce as u64);
             self.cc.on_congestion(pi, Signal::Ecn(ce as u16), srtt, now);
         }
+        // Duplicates at the receiver: packets this side declared lost were only
+        // late. Tolerate twice the reordering on this path from now on.
+        //= Documentation/metaroce/spec.rst#sack-loss
+        let dups = b.dup_count.wrapping_sub(p.dup_echo) as i8;
+        let thresh = p.reorder_threshold.max(self.cfg.reorder_threshold);
+        if dups > 0 {
+            p.dup_echo = b.dup_count;
+            p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD);
+        }
         // A path is FIFO: an unacknowledged packet far enough below the largest
         // acknowledged one is lost, not late.
         //= Documentation/metaroce/spec.rst#sack-loss
         if let Some(largest) = largest {
-            let thresh = self.cfg.reorder_threshold;
             let mut lost_bytes = 0u32;
             let mut psn = una;
             let Some(p) = self.paths.get_mut(pi) else { return };
@@ -234,12 +245,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     d.copy_from_slice(&w.to_le_bytes());
                 }
             }
-            let b = AckBlock { path: i as u8, ce_count: rp.ce_count, cum_psn: rp.window.base(), sack };
+            let b = AckBlock {
+                path: i as u8,
+                dup_count: rp.dup_count,
+                ce_count: rp.ce_count,
+                cum_psn: rp.window.base(),
+                sack,
+            };
             b.emit(buf, count).ok()?;
             rp.report = rp.report.saturating_sub(1);
             count = count.wrapping_add(1);
         }
-        let delay = self.ack_since.map_or(0, |t| now.nanos_since(t)) / ACK_DELAY_UNIT_NS;
+        let delay = self.last_recorded.map_or(0, |t| now.nanos_since(t)) / ACK_DELAY_UNIT_NS;
         let hint = self.local_hint_bps.div_ceil(RATE_HINT_UNIT_BPS);
         AckHeader {
             rate_hint: u32::try_from(hint).unwrap_or(u32::MAX),
@@ -253,7 +270,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.ack_pending = 0;
         self.ack_now = false;
         self.ack_deadline = None;
-        self.ack_since = None;
+        self.last_recorded = None;
         self.stats.tx_acks = self.stats.tx_acks.saturating_add(1);
         Some(AckHeader::total_len(count as u8))
     }

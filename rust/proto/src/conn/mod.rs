@@ -137,6 +137,8 @@ pub struct Stats {
 pub(crate) struct RxPath {
     pub(crate) window: SackWindow,
     pub(crate) ce_count: u16,
+    /// Duplicate data packets received, mod 2^8.
+    pub(crate) dup_count: u8,
     /// ACKs that should still carry this path's block.
     pub(crate) report: u8,
 }
@@ -194,7 +196,9 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     ack_pending: u32,
     ack_now: bool,
     ack_deadline: Option<Instant>,
-    ack_since: Option<Instant>,
+    /// When the newest data packet the next ACK reports was recorded (the ACK's
+    /// `ack_delay` counts from there).
+    last_recorded: Option<Instant>,
     local_hint_bps: u64,
     // Peer feedback and pacing.
     peer_hint_bps: u64,
@@ -290,7 +294,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             ack_pending: 0,
             ack_now: false,
             ack_deadline: None,
-            ack_since: None,
+            last_recorded: None,
             local_hint_bps: 0,
             peer_hint_bps: 0,
             conn_rtt: Default::default(),
@@ -331,7 +335,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             ack_pending: 0,
             ack_now: false,
             ack_deadline: None,
-            ack_since: None,
+            last_recorded: None,
             local_hint_bps: 0,
             peer_hint_bps: 0,
             conn_rtt: Default::default(),
@@ -376,7 +380,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.ack_pending = 0;
         self.ack_now = false;
         self.ack_deadline = None;
-        self.ack_since = None;
+        self.last_recorded = None;
         self.local_hint_bps = 0;
         self.peer_hint_bps = 0;
         self.conn_rtt = Default::default();
@@ -543,6 +547,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.cfg.rto_initial_ns = rto_initial_ns;
         self.cfg.rto_min_ns = rto_min_ns.max(1_000);
         self.cfg.rto_max_ns = self.cfg.rto_max_ns.max(self.cfg.rto_min_ns).max(rto_initial_ns);
+    }
+
+    /// Sets the longest time an ACK is held back ([MR-SACK-10]).
+    pub fn set_ack_delay(&mut self, ack_delay_ns: u64) {
+        self.cfg.ack_delay_ns = ack_delay_ns;
     }
 
     /// Sets the RNR retries of a QP's work requests (verbs `rnr_retry`; 7 is

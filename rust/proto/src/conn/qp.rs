@@ -208,7 +208,12 @@ impl Qp {
     }
 
     pub(crate) fn responses_full(&self) -> bool {
-        self.resp_tail.wrapping_sub(self.resp_head) as usize >= MAX_RESPONSES
+        self.responses_in_use() >= MAX_RESPONSES
+    }
+
+    /// Responses held until the requester acknowledges them.
+    pub(crate) fn responses_in_use(&self) -> usize {
+        self.resp_tail.wrapping_sub(self.resp_head) as usize
     }
 
     /// Frees responses whose every segment the requester acknowledged.

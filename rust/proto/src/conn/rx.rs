@@ -222,13 +222,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if ecn_ce {
             rp.ce_count = rp.ce_count.wrapping_add(1);
         }
+        if dup {
+            rp.dup_count = rp.dup_count.wrapping_add(1);
+        }
         rp.report = 2;
         // A hole (a later PSN arrived first) or a duplicate: tell the sender now.
         let hole = rp.window.words().iter().any(|w| *w != 0);
         if self.ack_pending == 0 {
-            self.ack_since = Some(now);
             self.ack_deadline = Some(now.add_nanos(self.cfg.ack_delay_ns));
         }
+        self.last_recorded = Some(now);
         self.ack_pending = self.ack_pending.saturating_add(1);
         if hole || dup || ecn_ce || h.flags.has(Flags::ACK_REQ) || self.ack_pending >= self.cfg.ack_every {
             self.ack_now = true;

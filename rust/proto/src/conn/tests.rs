@@ -543,6 +543,126 @@ fn ack_reports_cumulative_sack_and_ce() {
     });
 }
 
+// spec: MR-SACK-9, MR-SACK-20
+#[test]
+fn sender_asks_for_an_ack_when_it_waits_for_one() {
+    big(|| {
+        let ack_req = |p: &Vec<u8>| hdr(p).flags.has(Flags::ACK_REQ);
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        // Unsignaled: no ACK_REQ, the receiver delays its ACK.
+        n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
+        let quiet = n.out(0);
+        assert!(!ack_req(&quiet[0]));
+        n.deliver(1, &quiet);
+        assert!(n.out(1).is_empty(), "delayed");
+        // Signaled: the last packet asks, and the receiver acknowledges at once.
+        n.c[0].post_send(qp, WorkRequest { ack_req: true, ..write(2, 2 * 1024, 5) }).unwrap();
+        let asked = n.out(0);
+        assert_eq!(asked.iter().map(ack_req).collect::<Vec<_>>(), [false, true]);
+        n.deliver(1, &asked);
+        let acks = n.out(1);
+        assert_eq!(acks.len(), 1);
+        n.deliver(0, &acks);
+        assert_eq!(n.completions(0).len(), 2);
+        // A retransmission asks.
+        n.c[0].post_send(qp, write(3, 1024, 5)).unwrap();
+        let lost = n.out(0);
+        assert_eq!(lost.len(), 1);
+        n.at(50_000);
+        let again = n.out(0);
+        assert!(again.iter().filter(|p| is_data(p)).all(ack_req) && !again.is_empty());
+        n.settle();
+
+        // A packet after which the connection window has no room for another asks.
+        let mut cfg = Config::new(0x11);
+        cfg.paths = 1;
+        cfg.mtu = 1024;
+        cfg.peer_conn_id = 0x22;
+        cfg.aimd.init_conn_cwnd = 8 * 4096;
+        let mut c = fresh(cfg, 3);
+        let qp = c.open_qp(1, 2).unwrap();
+        c.post_send(qp, write(4, 32 * 1024, 5)).unwrap();
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        let mut flags = Vec::new();
+        while let Some(t) = c.poll_transmit(n.now, &mut buf) {
+            flags.push(hdr(&buf[..t.len]).flags.has(Flags::ACK_REQ));
+        }
+        assert!(flags.len() > 2 && flags.len() < 32, "window-limited: {}", flags.len());
+        assert!(!flags[0]);
+        assert!(flags[flags.len() - 1], "the packet that fills the window asks");
+    });
+}
+
+// spec: MR-SACK-10
+#[test]
+fn ack_delay_counts_from_the_newest_packet() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 2 * 1024, 5)).unwrap();
+        let pkts = n.out(0);
+        assert_eq!(pkts.len(), 2);
+        n.deliver(1, &pkts[..1]);
+        n.now = n.now.add_nanos(6_000);
+        n.deliver(1, &pkts[1..]);
+        assert!(n.out(1).is_empty());
+        // Due 10 us after the first packet, 4 us after the newest.
+        n.now = n.now.add_nanos(4_000);
+        assert_eq!(n.c[1].poll_timeout(), Some(n.now));
+        n.c[1].handle_timeout(n.now);
+        let acks = n.out(1);
+        let PacketRepr::Ack { ack, .. } = PacketRepr::parse(&acks[0]).unwrap() else { panic!() };
+        assert_eq!(ack.ack_delay, 4);
+    });
+}
+
+// spec: MR-SACK-21, MR-SACK-17
+#[test]
+fn spurious_loss_doubles_the_path_reorder_threshold() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        n.c[0].post_send(qp, write(1, 8 * 1024, 5)).unwrap();
+        let pkts = n.out(0);
+        // Packet 0 is only late: the others are acknowledged first and the
+        // sender takes it for lost (3 PSNs beyond it are acknowledged).
+        n.deliver(1, &pkts[1..]);
+        n.now = n.now.add_nanos(n.c[1].cfg.ack_delay_ns);
+        n.c[1].handle_timeout(n.now);
+        let acks = n.out(1);
+        n.deliver(0, &acks);
+        assert_eq!(n.c[0].paths[0].stats.lost, 1);
+        let retx: Vec<_> = n.out(0).into_iter().filter(|p| is_data(p)).collect();
+        assert_eq!(retx.len(), 1);
+        // The original arrives, then its copy: a duplicate, reported at once.
+        n.deliver(1, &pkts[..1]);
+        n.deliver(1, &retx);
+        assert_eq!(n.c[1].stats().rx_duplicates, 1);
+        let acks = n.out(1);
+        assert_eq!(acks.len(), 1);
+        n.deliver(0, &acks);
+        assert_eq!(n.c[0].paths[0].reorder_threshold, 6);
+        n.settle();
+        assert_eq!(n.completions(0).len(), 1);
+        // The same reordering again, four deep: no longer a loss.
+        n.c[0].post_send(qp, write(2, 8 * 1024, 5)).unwrap();
+        let pkts = n.out(0);
+        n.deliver(1, &pkts[1..6]);
+        let acks = n.out(1);
+        n.deliver(0, &acks);
+        assert_eq!(n.c[0].paths[0].stats.lost, 1, "no new loss");
+        n.deliver(1, &pkts[..1]);
+        n.deliver(1, &pkts[6..]);
+        n.settle();
+        assert_eq!(n.completions(0).len(), 1);
+        assert_eq!(n.c[0].stats().tx_retransmits, 1);
+    });
+}
+
 // spec: MR-QP-5
 #[test]
 fn send_psn_set_at_rts_matches_the_peer() {

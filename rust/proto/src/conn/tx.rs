@@ -14,7 +14,7 @@ use super::qp::QpState;
 use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, REASM_WINDOW};
+use crate::constants::{MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, REASM_WINDOW};
 use crate::path::inflight::Chunk;
 use crate::psn::seq_diff;
 use crate::timer::Instant;
@@ -206,7 +206,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             Some(c) => (c, true),
             None => (self.next_new()?, false),
         };
-        let (len, payload) = self.build(chunk, path, buf)?;
+        // Ask for an ACK at once when waiting for the receiver's ACK delay would
+        // stall the sender: a retransmission, or a packet after which the
+        // connection's or the path's window has no room for another.
+        //= Documentation/metaroce/spec.rst#ack-policy
+        let full = u64::from(mtu.saturating_add(MAX_DATA_HEADER_LEN as u32)).saturating_mul(2);
+        let path_left = self.paths.get(path).map_or(0, |p| p.inflight.bytes_in_flight);
+        let ack_req = retx
+            || self.bytes_in_flight().saturating_add(full) > self.cc.conn_window()
+            || u64::from(path_left).saturating_add(full) > u64::from(self.cc.path_window(path));
+        let (len, payload) = self.build(chunk, path, ack_req, buf)?;
         let bytes = payload.map_or(0, |p| p.len()).saturating_add(len as u32);
         let p = self.paths.get_mut(path)?;
         let psn = p.inflight.push(chunk, u16::try_from(bytes).unwrap_or(u16::MAX), now)?;
@@ -377,7 +386,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     /// Writes the headers for `c` (PSN left 0; patched by the caller).
-    fn build(&self, c: Chunk, path: usize, buf: &mut [u8]) -> Option<(usize, Option<Payload>)> {
+    fn build(&self, c: Chunk, path: usize, ack_req: bool, buf: &mut [u8]) -> Option<(usize, Option<Payload>)> {
         let mtu = self.cfg.mtu;
         let qi = usize::from(c.qp);
         let q = self.qps.qp(qi)?;
@@ -385,6 +394,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let mut flags = 0u8;
         if self.peer_conn == 0 {
             flags |= Flags::OPEN;
+        }
+        if ack_req {
+            flags |= Flags::ACK_REQ;
         }
         let (stream, ext, payload) = if c.resp {
             let (_, r) = q.response(c.msn)?;
@@ -395,6 +407,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
             if seg.saturating_add(1) >= r.nsegs {
                 flags |= Flags::LAST;
+                // The responder frees a response only when it is acknowledged:
+                // ask once three quarters of the slots are held.
+                if q.responses_in_use().saturating_mul(4) >= MAX_RESPONSES.saturating_mul(3) {
+                    flags |= Flags::ACK_REQ;
+                }
             }
             let stream = StreamHeader { qpn: q.remote_qpn, msn: r.msn, ssn: c.ssn, offset };
             if r.atomic {
@@ -420,6 +437,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 flags |= Flags::LAST;
                 if w.wr.solicited {
                     flags |= Flags::SOLICITED;
+                }
+                if w.wr.ack_req {
+                    flags |= Flags::ACK_REQ;
                 }
             }
             let wr = &w.wr;

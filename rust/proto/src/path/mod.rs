@@ -49,6 +49,10 @@ pub(crate) struct TxPath {
     pub(crate) backoff: u32,
     pub(crate) consecutive_rto: u32,
     pub(crate) ce_echo: u16,
+    /// The receiver's duplicate count last seen (ACK path block `dup_count`).
+    pub(crate) dup_echo: u8,
+    /// Reordering this path has shown (0: none beyond the configured threshold).
+    pub(crate) reorder_threshold: u32,
     /// The latest cumulative PSN the peer reported for this path.
     pub(crate) peer_cum: u32,
     /// When the last `PATH_FLOOR` for this path was sent.
@@ -68,6 +72,8 @@ impl TxPath {
             backoff: 0,
             consecutive_rto: 0,
             ce_echo: 0,
+            dup_echo: 0,
+            reorder_threshold: 0,
             peer_cum: first_psn,
             floor_sent_at: None,
             stats: PathStats::default(),
@@ -85,6 +91,8 @@ impl TxPath {
             backoff: 0,
             consecutive_rto: 0,
             ce_echo: 0,
+            dup_echo: 0,
+            reorder_threshold: 0,
             peer_cum: 0,
             floor_sent_at: None,
             stats: PathStats::default(),
@@ -100,6 +108,8 @@ impl TxPath {
         self.backoff = 0;
         self.consecutive_rto = 0;
         self.ce_echo = 0;
+        self.dup_echo = 0;
+        self.reorder_threshold = 0;
         self.peer_cum = first_psn;
         self.floor_sent_at = None;
         self.stats = PathStats::default();

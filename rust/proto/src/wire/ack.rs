@@ -78,6 +78,8 @@ impl AckHeader {
 pub struct AckBlock {
     /// Path id.
     pub path: u8,
+    /// Duplicate data packets received on the path, mod 2^8.
+    pub dup_count: u8,
     /// CE-marked packets received on the path, mod 2^16.
     pub ce_count: u16,
     /// Cumulative PSN.
@@ -102,6 +104,7 @@ impl AckBlock {
         sack.copy_from_slice(buf.get(start..end).ok_or(Error::Truncated)?);
         Ok(AckBlock {
             path: get_u8(buf, Self::offset(i, 0)?)?,
+            dup_count: get_u8(buf, Self::offset(i, 1)?)?,
             ce_count: get_u16(buf, Self::offset(i, 2)?)?,
             cum_psn: get_u32(buf, Self::offset(i, 4)?)?,
             sack,
@@ -111,7 +114,7 @@ impl AckBlock {
     /// Writes block `i` (`buf` starts at the common header).
     pub fn emit(&self, buf: &mut [u8], i: usize) -> Result<()> {
         put_u8(buf, Self::offset(i, 0)?, self.path)?;
-        put_u8(buf, Self::offset(i, 1)?, 0)?;
+        put_u8(buf, Self::offset(i, 1)?, self.dup_count)?;
         put_u16(buf, Self::offset(i, 2)?, self.ce_count)?;
         put_u32(buf, Self::offset(i, 4)?, self.cum_psn)?;
         put(buf, Self::offset(i, 8)?, &self.sack)

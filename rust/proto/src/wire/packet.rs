@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn ack_nak_control_roundtrip() {
         let mut ack = AckRepr { rate_hint: 100, ack_delay: 3, count: 2, ..Default::default() };
-        ack.blocks[1] = AckBlock { path: 3, ce_count: 4, cum_psn: 5, sack: [0x5a; 32] };
+        ack.blocks[1] = AckBlock { path: 3, dup_count: 6, ce_count: 4, cum_psn: 5, sack: [0x5a; 32] };
         let reprs = [
             PacketRepr::Ack { header: Header { ty: PacketType::Ack as u8, ..hdr() }, ack },
             PacketRepr::Nak {
