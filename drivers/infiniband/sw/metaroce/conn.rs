@@ -4,9 +4,9 @@
 //! single serialized context that drives it.
 //!
 //! Everything that touches the connection runs under its lock, a spinlock taken with
-//! bottom halves disabled: the receive softirq (as rdma_rxe's responder does), the send
-//! doorbell, the work item the hrtimer queues, and the verbs that bind, fail or unbind
-//! a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The transport
+//! bottom halves disabled: the receive work item (softirq), the send doorbell or the
+//! send work item it queues, the receive work item the hrtimer queues, and the verbs
+//! that bind, fail or unbind a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The transport
 //! engine".
 
 use crate::bound::Bound;
@@ -132,12 +132,19 @@ pub(crate) struct ConnCtx {
     state: SpinLockBh<ConnState>,
     #[pin]
     work: Work<ConnCtx>,
+    /// Runs the connection for the send doorbell while data is in flight.
+    #[pin]
+    send_work: Work<ConnCtx, SEND_WORK>,
     #[pin]
     timer: HrTimer<ConnCtx>,
 }
 
+/// The id of [`ConnCtx::send_work`].
+const SEND_WORK: u64 = 1;
+
 impl_has_work! {
     impl HasWork<Self> for ConnCtx { self.work }
+    impl HasWork<Self, SEND_WORK> for ConnCtx { self.send_work }
 }
 
 impl_has_hr_timer! {
@@ -151,12 +158,15 @@ impl WorkItem for ConnCtx {
     type Pointer = Arc<ConnCtx>;
 
     fn run(this: Arc<ConnCtx>) {
-        let Some(dev) = this.registry.get_by_netdev(this.netdev) else {
-            this.inbox.lock().clear();
-            return;
-        };
-        let mut st = this.state.lock();
-        this.drive(&dev, &mut st);
+        this.run_queued();
+    }
+}
+
+impl WorkItem<SEND_WORK> for ConnCtx {
+    type Pointer = Arc<ConnCtx>;
+
+    fn run(this: Arc<ConnCtx>) {
+        this.run_queued();
     }
 }
 
@@ -215,6 +225,7 @@ impl ConnCtx {
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
+                send_work <- new_work!("metaroce::ConnCtx::send_work"),
                 timer <- HrTimer::new(),
             }),
             GFP_KERNEL,
@@ -229,16 +240,35 @@ impl ConnCtx {
     /// bottom-half workqueue: it runs in softirq context, like a tasklet, without
     /// waiting for a worker thread to be scheduled.
     pub(crate) fn kick(self: &Arc<Self>) {
-        let _ = workqueue::system_bh_highpri().enqueue(self.clone());
+        let _ = workqueue::system_bh_highpri().enqueue::<Arc<Self>, 0>(self.clone());
     }
 
-    /// The send doorbell of QP `id`: hands its new WQEs to the core and runs the
-    /// connection now, in the caller's (process) context, as rdma_rxe runs its
-    /// requester in `post_send`, to spare a wakeup.
+    /// A run of the connection for one of its work items.
+    fn run_queued(self: &Arc<Self>) {
+        let Some(dev) = self.registry.get_by_netdev(self.netdev) else {
+            self.inbox.lock().clear();
+            return;
+        };
+        let mut st = self.state.lock();
+        self.drive(&dev, &mut st);
+    }
+
+    /// The send doorbell of QP `id`: the QP's new WQEs are for the core to take.
+    ///
+    /// An idle connection (nothing in flight) runs now, in the caller's context: a
+    /// request-response exchange pays no wakeup. A connection with data in flight is
+    /// streaming: a worker of the unbound workqueue runs it, as rdma_rxe runs its
+    /// requester, so the application goes on posting while another CPU transmits, and
+    /// the doorbells rung meanwhile cost one run.
     pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.send_pending = true;
+        }
+        if st.conn.bytes_in_flight() > 0 {
+            drop(st);
+            let _ = workqueue::system_unbound().enqueue::<Arc<Self>, SEND_WORK>(self.clone());
+            return;
         }
         self.drive(dev, &mut st);
     }
@@ -358,6 +388,7 @@ impl ConnCtx {
         drop(timer);
         drop(qps);
         rdma::work::flush(&self.work);
+        rdma::work::flush(&self.send_work);
         self.inbox.lock().clear();
     }
 
