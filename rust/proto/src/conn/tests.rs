@@ -73,6 +73,15 @@ impl Net {
         Net { c: [a, b], mem: [Mem::default(), Mem::default()], now: t0() }
     }
 
+    /// A pair of connections over `paths` paths with one QP bound on each side
+    /// (QPN 1 to QPN 2); returns the sender's.
+    fn with_qp(paths: u8) -> (Net, QpId) {
+        let mut n = Net::new(paths);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[1].open_qp(2, 1).unwrap();
+        (n, qp)
+    }
+
     /// Every packet `from` would send now (headers plus a zero payload).
     fn out(&mut self, from: usize) -> Vec<Vec<u8>> {
         let mut v = Vec::new();
@@ -174,9 +183,7 @@ fn init_in_place_matches_new() {
 #[test]
 fn reset_matches_fresh_init() {
     big(|| {
-        let mut n = Net::new(4);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(4);
         for id in 0..5 {
             n.c[0].post_send(qp, write(id, 3000, 5)).unwrap();
         }
@@ -202,9 +209,7 @@ fn reset_matches_fresh_init() {
 #[test]
 fn nak_for_resolved_packet_is_ignored() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 2048, 5)).unwrap();
         let pkts = n.out(0);
         assert_eq!(pkts.len(), 2);
@@ -250,9 +255,7 @@ fn nak_queue_overflow_is_counted() {
 #[test]
 fn psn_far_behind_cumulative_is_dropped() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
         let mut pkt = n.out(0).remove(0);
         let base = n.c[1].rx_paths[0].window.base();
@@ -309,9 +312,7 @@ fn packet_of_an_earlier_binding_is_not_placed() {
 #[test]
 fn retirement_resets_backoff() {
     big(|| {
-        let mut n = Net::new(2);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(2);
         n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
         let _lost = n.out(0);
         let mut us = 0;
@@ -330,9 +331,7 @@ fn retirement_resets_backoff() {
 #[test]
 fn path_floor_clears_abandoned_holes() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 8 * 1024, 5)).unwrap();
         let pkts = n.out(0);
         assert_eq!(pkts.len(), 8);
@@ -361,9 +360,7 @@ fn path_floor_clears_abandoned_holes() {
 #[test]
 fn sender_far_beyond_receiver_window_recovers() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         // As after a long blackhole: 1000 PSNs of path 0 were sent and abandoned.
         let p = &mut n.c[0].paths[0];
         let start = p.inflight.una().wrapping_add(1000);
@@ -437,9 +434,7 @@ fn initial_psn_test_vectors() {
         assert_eq!(initial_psn(0x1234_5678, 15), 0x2a4e_79fc);
         assert_eq!(initial_psn(0xffff_ffff, 7), 0x0c8b_6fea);
         // The first data packet of each path carries it, and the receiver expects it.
-        let mut n = Net::new(4);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(4);
         n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
         for p in n.out(0).iter().filter(|p| is_data(p)) {
             let h = hdr(p);
@@ -471,9 +466,7 @@ fn paths_and_ports() {
 #[test]
 fn connection_ids_are_checked_before_anything() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
         let pkt = n.out(0).remove(0);
         let h = hdr(&pkt);
@@ -494,9 +487,7 @@ fn connection_ids_are_checked_before_anything() {
 #[test]
 fn closed_connection_drops_and_stays_silent() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
         let data = n.out(0);
         n.c[1].close(0);
@@ -513,9 +504,7 @@ fn closed_connection_drops_and_stays_silent() {
 #[test]
 fn ack_reports_cumulative_sack_and_ce() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 3 * 1024, 5)).unwrap();
         let pkts = n.out(0);
         let first = hdr(&pkts[0]).psn;
@@ -548,9 +537,7 @@ fn ack_reports_cumulative_sack_and_ce() {
 fn sender_asks_for_an_ack_when_it_waits_for_one() {
     big(|| {
         let ack_req = |p: &Vec<u8>| hdr(p).flags.has(Flags::ACK_REQ);
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         // Unsignaled: no ACK_REQ, the receiver delays its ACK.
         n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
         let quiet = n.out(0);
@@ -599,9 +586,7 @@ fn sender_asks_for_an_ack_when_it_waits_for_one() {
 #[test]
 fn ack_delay_counts_from_the_newest_packet() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 2 * 1024, 5)).unwrap();
         let pkts = n.out(0);
         assert_eq!(pkts.len(), 2);
@@ -623,9 +608,7 @@ fn ack_delay_counts_from_the_newest_packet() {
 #[test]
 fn spurious_loss_doubles_the_path_reorder_threshold() {
     big(|| {
-        let mut n = Net::new(1);
-        let qp = n.c[0].open_qp(1, 2).unwrap();
-        n.c[1].open_qp(2, 1).unwrap();
+        let (mut n, qp) = Net::with_qp(1);
         n.c[0].post_send(qp, write(1, 8 * 1024, 5)).unwrap();
         let pkts = n.out(0);
         // Packet 0 is only late: the others are acknowledged first and the
