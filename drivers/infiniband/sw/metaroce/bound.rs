@@ -143,6 +143,11 @@ impl Bound {
         })
     }
 
+    /// Send WQEs handed to the core and not completed yet.
+    pub(crate) fn outstanding(&self) -> u64 {
+        self.sq_seq - self.sq_done
+    }
+
     /// The send WQE of sequence `seq`, which the core holds.
     pub(crate) fn send_wqe(&mut self, seq: u64) -> Result<&SendWqe> {
         let hit = matches!(&*self.send_cache, Some((s, _)) if *s == seq);

@@ -132,7 +132,7 @@ pub(crate) struct ConnCtx {
     state: SpinLockBh<ConnState>,
     #[pin]
     work: Work<ConnCtx>,
-    /// Runs the connection for the send doorbell while data is in flight.
+    /// Runs the connection for the send doorbell of a streaming QP.
     #[pin]
     send_work: Work<ConnCtx, SEND_WORK>,
     #[pin]
@@ -141,6 +141,10 @@ pub(crate) struct ConnCtx {
 
 /// The id of [`ConnCtx::send_work`].
 const SEND_WORK: u64 = 1;
+
+/// Outstanding send work requests from which a QP's doorbell leaves the transmission
+/// to a worker ([`ConnCtx::doorbell`]).
+const STREAMING_DEPTH: u64 = 4;
 
 impl_has_work! {
     impl HasWork<Self> for ConnCtx { self.work }
@@ -255,17 +259,21 @@ impl ConnCtx {
 
     /// The send doorbell of QP `id`: the QP's new WQEs are for the core to take.
     ///
-    /// An idle connection (nothing in flight) runs now, in the caller's context: a
-    /// request-response exchange pays no wakeup. A connection with data in flight is
-    /// streaming: a worker of the unbound workqueue runs it, as rdma_rxe runs its
-    /// requester, so the application goes on posting while another CPU transmits, and
-    /// the doorbells rung meanwhile cost one run.
+    /// A QP with few requests outstanding runs the connection now, in the caller's
+    /// context: a request-response exchange pays no wakeup (a worker can wait
+    /// milliseconds for a CPU that busy-polling applications hold). A QP that keeps
+    /// [`STREAMING_DEPTH`] or more outstanding is streaming: a worker of the unbound
+    /// workqueue runs the connection, as rdma_rxe runs its requester, so the
+    /// application goes on posting while another CPU transmits, and the doorbells rung
+    /// meanwhile cost one run.
     pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
+        let mut streaming = false;
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.send_pending = true;
+            streaming = b.outstanding() >= STREAMING_DEPTH;
         }
-        if st.conn.bytes_in_flight() > 0 {
+        if streaming {
             drop(st);
             let _ = workqueue::system_unbound().enqueue::<Arc<Self>, SEND_WORK>(self.clone());
             return;
