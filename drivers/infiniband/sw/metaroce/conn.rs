@@ -352,7 +352,6 @@ impl ConnCtx {
         let _ = st.conn.set_rnr_retry(id, attrs.rnr_retry);
         let (initial, min) = crate::engine::rto_from_local_ack_timeout(attrs.timeout);
         st.conn.set_retransmission(attrs.retry_cnt.max(1), initial, min);
-        st.conn.set_ack_delay(crate::engine::ack_delay_ns(min));
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.access = access;
             b.send_pending = true;

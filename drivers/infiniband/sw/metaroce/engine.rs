@@ -122,12 +122,9 @@ pub(crate) struct Engine {
 pub(crate) const ACK_EVERY: u32 = 8;
 
 /// The longest a receiver holds an ACK back ([MR-SACK-10]): long enough that the
-/// delay timer seldom fires while data flows, and a quarter of the shortest
-/// retransmission timeout at most, so that it never causes one.
-pub(crate) fn ack_delay_ns(rto_min_ns: u64) -> u64 {
-    const ACK_DELAY_NS: u64 = 1_000_000;
-    ACK_DELAY_NS.min(rto_min_ns / 4)
-}
+/// delay timer seldom fires while data flows. The core holds it back a quarter of
+/// the shortest retransmission timeout at most, so that it never causes one.
+pub(crate) const ACK_DELAY_NS: u64 = 1_000_000;
 
 /// The retransmission timer from the verbs "local ACK timeout" (`4.096 us << timeout`,
 /// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
@@ -253,7 +250,7 @@ impl Engine {
                 cfg.rto_max_ns = cfg.rto_max_ns.max(initial);
                 cfg.rnr_retry = 7;
                 cfg.ack_every = ACK_EVERY;
-                cfg.ack_delay_ns = ack_delay_ns(min);
+                cfg.ack_delay_ns = ACK_DELAY_NS;
                 let c = ConnCtx::new(self.registry.clone(), self.ndev.clone(), id, ip(av.src), peer, cfg)?;
                 self.conns.lock().push(c.clone(), GFP_ATOMIC)?;
                 self.stats.conns_opened.fetch_add(1, Relaxed);

@@ -95,10 +95,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // late. Tolerate twice the reordering on this path from now on.
         //= Documentation/metaroce/spec.rst#sack-loss
         let dups = b.dup_count.wrapping_sub(p.dup_echo) as i8;
-        let thresh = p.reorder_threshold.max(self.cfg.reorder_threshold);
+        let thresh = p.reorder_threshold;
         if dups > 0 {
             p.dup_echo = b.dup_count;
-            p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD);
+            p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD).max(thresh);
         }
         // A path is FIFO: an unacknowledged packet far enough below the largest
         // acknowledged one is lost, not late.

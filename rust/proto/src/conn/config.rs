@@ -37,7 +37,8 @@ pub struct Config {
     pub path_retire_rtos: u32,
     /// Acknowledge at least every this many data packets.
     pub ack_every: u32,
-    /// Longest time to hold back an acknowledgement.
+    /// Longest time to hold back an acknowledgement (at most `rto_min_ns / 4`
+    /// is used).
     pub ack_delay_ns: u64,
     /// Inbound rate this side offers the peer (fair share), bytes/s; 0 = no hint.
     pub rate_hint_bps: u64,

@@ -364,7 +364,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.peer_conn = 0;
         self.rng = Rng::new(seed);
         for p in self.paths.iter_mut() {
-            p.reset(0, 0);
+            p.reset(0, 0, self.cfg.reorder_threshold);
         }
         for p in self.rx_paths.iter_mut() {
             *p = RxPath::default();
@@ -407,7 +407,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         for i in 0..self.paths.len() {
             let port = self.fresh_port();
             if let Some(p) = self.paths.get_mut(i) {
-                p.reset(port, initial_psn(local, i));
+                p.reset(port, initial_psn(local, i), self.cfg.reorder_threshold);
             }
         }
         if self.cfg.peer_conn_id != 0 {
@@ -547,11 +547,6 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.cfg.rto_initial_ns = rto_initial_ns;
         self.cfg.rto_min_ns = rto_min_ns.max(1_000);
         self.cfg.rto_max_ns = self.cfg.rto_max_ns.max(self.cfg.rto_min_ns).max(rto_initial_ns);
-    }
-
-    /// Sets the longest time an ACK is held back ([MR-SACK-10]).
-    pub fn set_ack_delay(&mut self, ack_delay_ns: u64) {
-        self.cfg.ack_delay_ns = ack_delay_ns;
     }
 
     /// Sets the RNR retries of a QP's work requests (verbs `rnr_retry`; 7 is
@@ -764,6 +759,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.rtt = Default::default();
         p.consecutive_rto = 0;
         p.backoff = 0;
+        p.reorder_threshold = self.cfg.reorder_threshold;
         // Re-synchronize the receiver with this path at once (PATH_FLOOR).
         p.floor_sent_at = None;
         p.stats.retired = p.stats.retired.saturating_add(1);

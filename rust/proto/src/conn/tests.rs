@@ -10,7 +10,7 @@ use std::boxed::Box;
 use std::vec::Vec;
 
 use super::*;
-use crate::constants::{MIN_TRANSMIT_BUF, SACK_BITS};
+use crate::constants::{MAX_REORDER_THRESHOLD, MIN_TRANSMIT_BUF, SACK_BITS};
 use crate::event::WcStatus;
 use crate::memory::{AtomicOp, Dest, MemError, Memory};
 use crate::path::inflight::Inflight;
@@ -308,11 +308,13 @@ fn packet_of_an_earlier_binding_is_not_placed() {
     });
 }
 
-// spec: MR-PATH-9
+// spec: MR-PATH-9, MR-SACK-21
 #[test]
-fn retirement_resets_backoff() {
+fn retirement_resets_backoff_and_reorder_threshold() {
     big(|| {
         let (mut n, qp) = Net::with_qp(2);
+        assert_eq!(n.c[0].paths[0].reorder_threshold, n.c[0].cfg.reorder_threshold);
+        n.c[0].paths[0].reorder_threshold = MAX_REORDER_THRESHOLD;
         n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
         let _lost = n.out(0);
         let mut us = 0;
@@ -324,6 +326,7 @@ fn retirement_resets_backoff() {
         }
         assert_eq!(n.c[0].paths[0].backoff, 0);
         assert_eq!(n.c[0].paths[0].consecutive_rto, 0);
+        assert_eq!(n.c[0].paths[0].reorder_threshold, n.c[0].cfg.reorder_threshold);
     });
 }
 

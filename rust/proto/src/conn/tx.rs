@@ -76,6 +76,14 @@ pub struct Transmit {
     pub payload: Option<Payload>,
 }
 
+/// The path a data packet goes out on.
+struct PathChoice {
+    path: usize,
+    /// The connection's or the path's window may have no room for a further
+    /// packet after this one ([MR-SACK-20]: the packet asks for an ACK).
+    last_fit: bool,
+}
+
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Produces the next packet, if any may be sent at `now`.
     ///
@@ -182,26 +190,34 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }))
     }
 
-    /// A path that may carry `bytes` more now (round robin).
-    fn pick_path(&self, bytes: u32) -> Option<usize> {
+    /// A path that may carry `bytes` more now (round robin), computing the
+    /// bytes in flight once per packet.
+    fn pick_path(&self, bytes: u32) -> Option<PathChoice> {
         let n = usize::from(self.cfg.paths).max(1);
         let total = self.bytes_in_flight();
-        if total > 0 && total.saturating_add(u64::from(bytes)) > self.cc.conn_window() {
+        let conn_window = self.cc.conn_window();
+        if total > 0 && total.saturating_add(u64::from(bytes)) > conn_window {
             return None;
         }
-        (0..n).map(|k| self.next_path.wrapping_add(k) % n).find(|&i| {
+        let path = (0..n).map(|k| self.next_path.wrapping_add(k) % n).find(|&i| {
             self.paths.get(i).is_some_and(|p| {
                 let f = &p.inflight;
                 f.has_room()
                     && (f.bytes_in_flight == 0
                         || f.bytes_in_flight.saturating_add(bytes) <= self.cc.path_window(i))
             })
-        })
+        })?;
+        // Room for this packet and one more, each with the largest header.
+        let two = u64::from(bytes.saturating_add(MAX_DATA_HEADER_LEN as u32)).saturating_mul(2);
+        let on_path = self.paths.get(path).map_or(0, |p| p.inflight.bytes_in_flight);
+        let last_fit = total.saturating_add(two) > conn_window
+            || u64::from(on_path).saturating_add(two) > u64::from(self.cc.path_window(path));
+        Some(PathChoice { path, last_fit })
     }
 
     fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let mtu = self.cfg.mtu;
-        let path = self.pick_path(mtu)?;
+        let PathChoice { path, last_fit } = self.pick_path(mtu)?;
         let (chunk, retx) = match self.next_lost(now) {
             Some(c) => (c, true),
             None => (self.next_new()?, false),
@@ -210,11 +226,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // stall the sender: a retransmission, or a packet after which the
         // connection's or the path's window has no room for another.
         //= Documentation/metaroce/spec.rst#ack-policy
-        let full = u64::from(mtu.saturating_add(MAX_DATA_HEADER_LEN as u32)).saturating_mul(2);
-        let path_left = self.paths.get(path).map_or(0, |p| p.inflight.bytes_in_flight);
-        let ack_req = retx
-            || self.bytes_in_flight().saturating_add(full) > self.cc.conn_window()
-            || u64::from(path_left).saturating_add(full) > u64::from(self.cc.path_window(path));
+        let ack_req = retx || last_fit;
         let (len, payload) = self.build(chunk, path, ack_req, buf)?;
         let bytes = payload.map_or(0, |p| p.len()).saturating_add(len as u32);
         let p = self.paths.get_mut(path)?;

@@ -51,7 +51,8 @@ pub(crate) struct TxPath {
     pub(crate) ce_echo: u16,
     /// The receiver's duplicate count last seen (ACK path block `dup_count`).
     pub(crate) dup_echo: u8,
-    /// Reordering this path has shown (0: none beyond the configured threshold).
+    /// Loss-detection threshold in PSNs: the configured one, doubled for every
+    /// reordering the path has shown ([MR-SACK-21]).
     pub(crate) reorder_threshold: u32,
     /// The latest cumulative PSN the peer reported for this path.
     pub(crate) peer_cum: u32,
@@ -73,7 +74,7 @@ impl TxPath {
             consecutive_rto: 0,
             ce_echo: 0,
             dup_echo: 0,
-            reorder_threshold: 0,
+            reorder_threshold: 1,
             peer_cum: first_psn,
             floor_sent_at: None,
             stats: PathStats::default(),
@@ -92,15 +93,16 @@ impl TxPath {
             consecutive_rto: 0,
             ce_echo: 0,
             dup_echo: 0,
-            reorder_threshold: 0,
+            reorder_threshold: 1,
             peer_cum: 0,
             floor_sent_at: None,
             stats: PathStats::default(),
         }
     }
 
-    /// Makes this a fresh path (as [`TxPath::init`]) in place.
-    pub(crate) fn reset(&mut self, sport: u16, first_psn: u32) {
+    /// Makes this a fresh path (as [`TxPath::init`]) in place, declaring a
+    /// packet lost `reorder_threshold` PSNs below the highest acknowledged one.
+    pub(crate) fn reset(&mut self, sport: u16, first_psn: u32, reorder_threshold: u32) {
         self.sport = sport;
         self.inflight.reset(first_psn);
         self.rtt = RttEstimator::default();
@@ -109,7 +111,7 @@ impl TxPath {
         self.consecutive_rto = 0;
         self.ce_echo = 0;
         self.dup_echo = 0;
-        self.reorder_threshold = 0;
+        self.reorder_threshold = reorder_threshold;
         self.peer_cum = first_psn;
         self.floor_sent_at = None;
         self.stats = PathStats::default();
