@@ -10,14 +10,17 @@
 #   tools/bench-guest.sh [--quick]
 # BENCH_DURATION=SECONDS sets the time per cell (default 4), BENCH_FILTER=REGEX runs only
 # the tests whose name matches (an extended regular expression), BENCH_COUNTERS=1 prints
-# the metaroce transport counters of both devices after each of its runs.
+# the metaroce transport counters of both devices after each of its runs, BENCH_REPEAT=N
+# (default 3) runs every cell N times, metaroce and rxe alternating, so that the two
+# drivers of a pair run back to back (tools/bench reports medians).
 
 . "$(dirname "$0")/../selftests/lib.sh"
 
 QUICK=0
 [ "${1:-}" = --quick ] && QUICK=1
 DURATION=${BENCH_DURATION:-4}
-[ $QUICK = 1 ] && DURATION=2
+REPEAT=${BENCH_REPEAT:-3}
+[ $QUICK = 1 ] && DURATION=2 REPEAT=1
 
 setup() {
 	modprobe -a rdma_rxe sch_netem 2>/dev/null
@@ -124,17 +127,21 @@ run_once() {
 	sleep 0.5
 }
 
+# both TEST TOOL ARGS...: REPEAT pairs of runs, metaroce then rxe.
 both() {
+	local i
 	[ -n "${BENCH_FILTER:-}" ] && ! echo "$1" | grep -Eq -- "$BENCH_FILTER" && return
-	run "$1" metaroce "${@:2}"
-	run "$1" rxe "${@:2}"
+	for i in $(seq "$REPEAT"); do
+		run "$1" metaroce "${@:2}"
+		run "$1" rxe "${@:2}"
+	done
 }
 
 if ! setup; then
 	echo "# bench setup failed"
 	exit 1
 fi
-echo "# preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), duration ${DURATION}s"
+echo "# preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), duration ${DURATION}s, $REPEAT runs per cell"
 
 SIZES="4096 65536 1048576"
 MTUS="1500 9000"
