@@ -564,13 +564,20 @@ impl<W> Fifo<W> {
         Ok(Self { slots, head: 0, len: 0 })
     }
 
+    /// The slot after `i` (no arithmetic that could panic).
+    fn next(&self, i: usize) -> usize {
+        let i = i.wrapping_add(1);
+        if i >= self.slots.len() { 0 } else { i }
+    }
+
     fn push(&mut self, w: W) -> Result {
         let cap = self.slots.len();
-        if self.len == cap {
+        if self.len >= cap {
             return Err(ENOMEM);
         }
-        *self.slots.get_mut((self.head + self.len) % cap).ok_or(EINVAL)? = Some(w);
-        self.len += 1;
+        let tail = self.head.wrapping_add(self.len).checked_rem(cap).ok_or(EINVAL)?;
+        *self.slots.get_mut(tail).ok_or(EINVAL)? = Some(w);
+        self.len = self.len.wrapping_add(1);
         Ok(())
     }
 
@@ -578,10 +585,9 @@ impl<W> Fifo<W> {
         if self.len == 0 {
             return None;
         }
-        let cap = self.slots.len();
         let w = self.slots.get_mut(self.head)?.take();
-        self.head = (self.head + 1) % cap;
-        self.len -= 1;
+        self.head = self.next(self.head);
+        self.len = self.len.wrapping_sub(1);
         w
     }
 }

@@ -212,7 +212,7 @@ impl RouteCache {
     }
 
     /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
-    pub(crate) fn get4(&mut self, flow: &Flow<Ipv4Addr>) -> Option<Route4> {
+    fn get4(&mut self, flow: &Flow<Ipv4Addr>) -> Option<Route4> {
         if !self.select(CachedFlow::V4(*flow)) {
             return None;
         }
@@ -228,7 +228,7 @@ impl RouteCache {
     }
 
     /// Keeps `rt` as the route of `flow`. Bottom halves must be disabled.
-    pub(crate) fn set4(&mut self, flow: &Flow<Ipv4Addr>, rt: &Route4) {
+    fn set4(&mut self, flow: &Flow<Ipv4Addr>, rt: &Route4) {
         self.select(CachedFlow::V4(*flow));
         // SAFETY: The cache is initialized (type invariant); `rt` is live and the cache
         // takes its own reference; a `struct rtable` begins with its `dst_entry`.
@@ -242,7 +242,7 @@ impl RouteCache {
     }
 
     /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
-    pub(crate) fn get6(&mut self, flow: &Flow<Ipv6Addr>) -> Option<Route6> {
+    fn get6(&mut self, flow: &Flow<Ipv6Addr>) -> Option<Route6> {
         if !self.select(CachedFlow::V6(*flow)) {
             return None;
         }
@@ -257,13 +257,60 @@ impl RouteCache {
     }
 
     /// Keeps `rt` as the route of `flow`. Bottom halves must be disabled.
-    pub(crate) fn set6(&mut self, flow: &Flow<Ipv6Addr>, rt: &Route6) {
+    fn set6(&mut self, flow: &Flow<Ipv6Addr>, rt: &Route6) {
         self.select(CachedFlow::V6(*flow));
         let mut saddr = bindings::in6_addr::default();
         saddr.in6_u.u6_addr8 = rt.src.octets();
         // SAFETY: As in `set4`.
         unsafe { bindings::dst_cache_set_ip6(&mut self.cache, rt.dst.as_ptr(), &saddr) };
     }
+}
+
+/// A route a [`RouteCache`] can hold, of the family whose addresses are `Addr`.
+pub(crate) trait CachedRoute: Sized {
+    /// The family's address type.
+    type Addr;
+    /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
+    fn cached(cache: &mut RouteCache, flow: &Flow<Self::Addr>) -> Option<Self>;
+    /// Keeps `self` in `cache` as the route of `flow`. Bottom halves must be disabled.
+    fn keep(&self, cache: &mut RouteCache, flow: &Flow<Self::Addr>);
+}
+
+impl CachedRoute for Route4 {
+    type Addr = Ipv4Addr;
+    fn cached(cache: &mut RouteCache, flow: &Flow<Ipv4Addr>) -> Option<Self> {
+        cache.get4(flow)
+    }
+    fn keep(&self, cache: &mut RouteCache, flow: &Flow<Ipv4Addr>) {
+        cache.set4(flow, self)
+    }
+}
+
+impl CachedRoute for Route6 {
+    type Addr = Ipv6Addr;
+    fn cached(cache: &mut RouteCache, flow: &Flow<Ipv6Addr>) -> Option<Self> {
+        cache.get6(flow)
+    }
+    fn keep(&self, cache: &mut RouteCache, flow: &Flow<Ipv6Addr>) {
+        cache.set6(flow, self)
+    }
+}
+
+/// The route of `flow`: from `cache` while it is valid there, else from `lookup`,
+/// then kept in `cache`. Bottom halves must be disabled.
+pub(crate) fn cached_or_lookup<R: CachedRoute>(
+    mut cache: Option<&mut RouteCache>,
+    flow: &Flow<R::Addr>,
+    lookup: impl FnOnce() -> Result<R>,
+) -> Result<R> {
+    if let Some(rt) = cache.as_deref_mut().and_then(|c| R::cached(c, flow)) {
+        return Ok(rt);
+    }
+    let rt = lookup()?;
+    if let Some(c) = cache {
+        rt.keep(c, flow);
+    }
+    Ok(rt)
 }
 
 impl Drop for RouteCache {

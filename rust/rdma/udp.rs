@@ -19,7 +19,7 @@
 use crate::{
     bindings,
     netdev::{NetDevice, NetDeviceId},
-    route::{Flow, Route4, Route6},
+    route::{cached_or_lookup, Flow, Route4, Route6},
     skb::{SkBuff, UDP_TUNNEL_HEADROOM},
 };
 pub use crate::route::RouteCache;
@@ -365,7 +365,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         netdev: &NetDevice,
         to: &Destination,
         payload: SkBuff,
-        mut routes: Option<&mut RouteCache>,
+        routes: Option<&mut RouteCache>,
     ) -> Result {
         if payload.headroom() < UDP_TUNNEL_HEADROOM {
             payload.discard();
@@ -394,22 +394,13 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     src_port: to.src_port,
                     dst_port: to.dst_port,
                 };
-                let rt = match routes.as_deref_mut().and_then(|c| c.get4(&flow)) {
-                    Some(rt) => rt,
-                    None => {
-                        // SAFETY: The socket is open under the RCU read lock, so `net` is live
-                        // (type invariant).
-                        let rt = match unsafe { Route4::lookup(self.net, &flow) } {
-                            Ok(rt) => rt,
-                            Err(e) => {
-                                payload.discard();
-                                return Err(e);
-                            }
-                        };
-                        if let Some(c) = routes {
-                            c.set4(&flow, &rt);
-                        }
-                        rt
+                // SAFETY: The socket is open under the RCU read lock, so `net` is live
+                // (type invariant).
+                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route4::lookup(self.net, &flow) }) {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        payload.discard();
+                        return Err(e);
                     }
                 };
                 let (ttl, src) = (rt.hop_limit(), u32::from(rt.src).to_be());
@@ -448,21 +439,12 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     src_port: to.src_port,
                     dst_port: to.dst_port,
                 };
-                let rt = match routes.as_deref_mut().and_then(|c| c.get6(&flow)) {
-                    Some(rt) => rt,
-                    None => {
-                        // SAFETY: As for IPv4; `sk` is a socket of `net`.
-                        let rt = match unsafe { Route6::lookup(self.net, sk, &flow) } {
-                            Ok(rt) => rt,
-                            Err(e) => {
-                                payload.discard();
-                                return Err(e);
-                            }
-                        };
-                        if let Some(c) = routes {
-                            c.set6(&flow, &rt);
-                        }
-                        rt
+                // SAFETY: As for IPv4; `sk` is a socket of `net`.
+                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route6::lookup(self.net, sk, &flow) }) {
+                    Ok(rt) => rt,
+                    Err(e) => {
+                        payload.discard();
+                        return Err(e);
                     }
                 };
                 let ttl = rt.hop_limit();
