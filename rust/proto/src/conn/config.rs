@@ -98,6 +98,15 @@ impl Config {
     }
 }
 
+impl Config {
+    /// The longest an ACK is held back: `ack_delay_ns`, but never long enough to
+    /// cause a retransmission timeout at the peer (a quarter of `rto_min_ns`).
+    //= Documentation/metaroce/spec.rst#sack
+    pub fn ack_hold_ns(&self) -> u64 {
+        self.ack_delay_ns.min(self.rto_min_ns / 4)
+    }
+}
+
 impl Default for Config {
     fn default() -> Self {
         Self::new(1)

@@ -229,10 +229,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // A hole (a later PSN arrived first) or a duplicate: tell the sender now.
         let hole = rp.window.words().iter().any(|w| *w != 0);
         if self.ack_pending == 0 {
-            // Never long enough to cause a retransmission timeout at the peer.
-            //= Documentation/metaroce/spec.rst#sack
-            let hold = self.cfg.ack_delay_ns.min(self.cfg.rto_min_ns / 4);
-            self.ack_deadline = Some(now.add_nanos(hold));
+            self.ack_deadline = Some(now.add_nanos(self.cfg.ack_hold_ns()));
         }
         self.last_recorded = Some(now);
         self.ack_pending = self.ack_pending.saturating_add(1);

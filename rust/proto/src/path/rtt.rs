@@ -51,13 +51,15 @@ impl RttEstimator {
         self.samples > 0
     }
 
-    /// Retransmission timeout: `srtt + max(4 * rttvar, granularity)`, clamped to
-    /// `[min, max]`; `initial` before the first sample.
-    pub fn rto(&self, initial: u64, min: u64, max: u64) -> u64 {
+    /// Retransmission timeout: `srtt + max(4 * rttvar, granularity) + ack_hold`,
+    /// clamped to `[min, max]`; `initial` before the first sample. Samples exclude
+    /// the time the peer held its ACK back, so the timeout adds the longest it may
+    /// (`ack_hold`), as QUIC's probe timeout adds `max_ack_delay` (RFC 9002).
+    pub fn rto(&self, initial: u64, min: u64, max: u64, ack_hold: u64) -> u64 {
         let base = if self.samples == 0 {
             initial
         } else {
-            self.srtt.saturating_add(self.rttvar.saturating_mul(4).max(1_000))
+            self.srtt.saturating_add(self.rttvar.saturating_mul(4).max(1_000)).saturating_add(ack_hold)
         };
         base.clamp(min, max.max(min))
     }
@@ -71,12 +73,13 @@ mod tests {
     #[test]
     fn first_sample_and_smoothing() {
         let mut r = RttEstimator::default();
-        assert_eq!(r.rto(1_000_000, 100_000, 10_000_000), 1_000_000);
+        assert_eq!(r.rto(1_000_000, 100_000, 10_000_000, 0), 1_000_000);
         r.update(10_000);
         assert_eq!(r.srtt_or(0), 10_000);
         // 10us + 4 * 5us = 30us, clamped to the 100us minimum.
-        assert_eq!(r.rto(0, 100_000, 10_000_000), 100_000);
-        assert_eq!(r.rto(0, 1_000, 10_000_000), 30_000);
+        assert_eq!(r.rto(0, 100_000, 10_000_000, 0), 100_000);
+        assert_eq!(r.rto(0, 1_000, 10_000_000, 0), 30_000);
+        assert_eq!(r.rto(0, 1_000, 10_000_000, 5_000), 35_000);
         r.update(18_000);
         assert_eq!(r.srtt_or(0), 11_000);
         assert_eq!(r.min_rtt(), 10_000);
@@ -88,6 +91,6 @@ mod tests {
         r.update(u64::MAX);
         r.update(0);
         r.update(u64::MAX);
-        assert!(r.rto(0, 1, u64::MAX) >= 1);
+        assert!(r.rto(0, 1, u64::MAX, u64::MAX) >= 1);
     }
 }
