@@ -58,16 +58,17 @@ pub(crate) struct EngineCounters {
 }
 
 /// The protocol counters summed over a device's connections, in this order:
-/// data packets sent, retransmitted, retransmission timeouts, ACKs sent, NAKs sent,
-/// duplicate data received, datagrams the core dropped, datagrams the inbox dropped,
-/// runs of the connections' serialized context.
-pub(crate) const TRANSPORT_COUNTERS: usize = 9;
+/// data packets sent, retransmitted, retransmission timeouts, of those the spurious
+/// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped,
+/// datagrams the inbox dropped, runs of the connections' serialized context.
+pub(crate) const TRANSPORT_COUNTERS: usize = 10;
 
 fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_COUNTERS] {
     [
         s.tx_data,
         s.tx_retransmits,
         s.timeouts,
+        s.spurious_timeouts,
         s.tx_acks,
         s.tx_naks,
         s.rx_duplicates,

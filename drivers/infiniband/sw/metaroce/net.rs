@@ -63,6 +63,7 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"tx_data"),
     CounterDesc::new(c"tx_retransmits"),
     CounterDesc::new(c"rto_expired"),
+    CounterDesc::new(c"rto_spurious"),
     CounterDesc::new(c"tx_acks"),
     CounterDesc::new(c"tx_naks"),
     CounterDesc::new(c"rx_duplicates"),

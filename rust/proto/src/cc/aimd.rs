@@ -108,11 +108,13 @@ struct Window {
     ssthresh: u64,
     acc: u64,
     last_decrease: Option<Instant>,
+    /// `(cwnd, ssthresh)` before the timeouts since the last other change.
+    before_timeout: Option<(u64, u64)>,
 }
 
 impl Window {
     fn new(init: u64) -> Self {
-        Window { cwnd: init, ssthresh: u64::MAX, acc: 0, last_decrease: None }
+        Window { cwnd: init, ssthresh: u64::MAX, acc: 0, last_decrease: None, before_timeout: None }
     }
 
     fn increase(&mut self, bytes: u64, mss: u64, max: u64) {
@@ -138,6 +140,7 @@ impl Window {
         self.ssthresh = self.cwnd;
         self.acc = 0;
         self.last_decrease = Some(now);
+        self.before_timeout = None;
         true
     }
 }
@@ -195,6 +198,7 @@ impl CongestionControl for Aimd {
                 self.cfg.conn_loss_beta
             }
             Signal::Timeout => {
+                w.before_timeout.get_or_insert((w.cwnd, w.ssthresh));
                 w.ssthresh = (w.cwnd / 2).max(min);
                 w.cwnd = min;
                 w.acc = 0;
@@ -205,6 +209,15 @@ impl CongestionControl for Aimd {
         };
         if conn_beta < 1024 {
             self.conn.decrease(conn_beta, self.cfg.min_conn_cwnd, srtt_ns, now);
+        }
+    }
+
+    fn on_spurious_timeout(&mut self, path: usize) {
+        if let Some(w) = self.paths.get_mut(path) {
+            if let Some((cwnd, ssthresh)) = w.before_timeout.take() {
+                w.cwnd = w.cwnd.max(cwnd);
+                w.ssthresh = ssthresh;
+            }
         }
     }
 
@@ -272,6 +285,26 @@ mod tests {
         assert_eq!(a.path_window(99), 0);
         a.on_path_reset(2);
         assert_eq!(a.path_window(2), 2000);
+    }
+
+    // spec: MR-CC-17
+    #[test]
+    fn spurious_timeouts_are_undone_until_another_decrease() {
+        let mut a = Aimd::new(AimdConfig::for_mss(1000));
+        a.on_ack(0, 4000, 10_000, t(1));
+        a.on_congestion(0, Signal::Timeout, 10_000, t(2));
+        a.on_congestion(0, Signal::Timeout, 10_000, t(3));
+        assert_eq!(a.path_window(0), 1000);
+        a.on_ack(0, 1000, 10_000, t(4));
+        a.on_spurious_timeout(0);
+        assert_eq!(a.path_window(0), 20_000, "the window before the first timeout");
+        a.on_spurious_timeout(0);
+        assert_eq!(a.path_window(0), 20_000);
+        // A loss or ECN cut in between makes the old window stale.
+        a.on_congestion(1, Signal::Timeout, 10_000, t(5));
+        a.on_congestion(1, Signal::Ecn(1), 10_000, t(200));
+        a.on_spurious_timeout(1);
+        assert_eq!(a.path_window(1), 1000);
     }
 
     // spec: MR-CC-15, MR-CC-16

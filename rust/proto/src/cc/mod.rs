@@ -35,6 +35,8 @@ pub trait CongestionControl {
     fn on_ack(&mut self, path: usize, bytes: u32, srtt_ns: u64, now: Instant);
     /// A congestion signal arrived for `path`.
     fn on_congestion(&mut self, path: usize, signal: Signal, srtt_ns: u64, now: Instant);
+    /// A timeout of `path` was spurious: what it declared lost was acknowledged.
+    fn on_spurious_timeout(&mut self, path: usize);
     /// `path` was retired and starts afresh.
     fn on_path_reset(&mut self, path: usize);
     /// Congestion window of `path`, in bytes.

@@ -45,8 +45,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let mut newest: Option<Sent> = None;
         let mut acked_bytes = 0u32;
         let mut psn = una;
+        let mut late = false;
         while psn != next && seq_diff(psn, b.cum_psn) < 0 {
-            self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
+            late |= self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
             psn = psn.wrapping_add(1);
         }
         if seq_diff(b.cum_psn, una) > 0 {
@@ -60,7 +61,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 let psn = b.cum_psn.wrapping_add(k.wrapping_mul(8).wrapping_add(i));
                 if seq_diff(psn, una) >= 0 && seq_diff(psn, next) < 0 {
                     largest = Some(psn);
-                    self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
+                    late |= self.ack_one(pi, psn, &mut newest, &mut acked_bytes);
                 }
             }
         }
@@ -94,10 +95,14 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // Duplicates at the receiver: packets this side declared lost were only
         // late. Tolerate twice the reordering on this path from now on.
         //= Documentation/metaroce/spec.rst#sack-loss
+        // A packet declared lost that arrives before its data is sent again tells
+        // the same, without the duplicate.
         let dups = b.dup_count.wrapping_sub(p.dup_echo) as i8;
         let thresh = p.reorder_threshold;
-        if dups > 0 {
-            p.dup_echo = b.dup_count;
+        if dups > 0 || late {
+            if dups > 0 {
+                p.dup_echo = b.dup_count;
+            }
             p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD).max(thresh);
         }
         // A path is FIFO: an unacknowledged packet far enough below the largest
@@ -118,16 +123,39 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 self.cc.on_congestion(pi, Signal::Loss(lost_bytes), srtt, now);
             }
         }
+        // Every packet the last timeout declared lost is resolved.
+        if let Some(p) = self.paths.get_mut(pi) {
+            if p.timeout_end.is_some_and(|end| seq_diff(p.inflight.una(), end) >= 0) {
+                p.timeout_end = None;
+            }
+        }
         self.rearm_rto(pi, now, newest.is_some());
     }
 
-    fn ack_one(&mut self, pi: usize, psn: u32, newest: &mut Option<Sent>, acked_bytes: &mut u32) {
-        let sent = self.paths.get_mut(pi).and_then(|p| p.inflight.ack(psn));
-        if let Some(s) = sent {
+    /// Acknowledges `psn` on path `pi`. Returns whether it had been declared lost
+    /// by a SACK gap: it was late, not lost, and the path reorders more than its
+    /// threshold allows.
+    fn ack_one(&mut self, pi: usize, psn: u32, newest: &mut Option<Sent>, acked_bytes: &mut u32) -> bool {
+        let Some(p) = self.paths.get_mut(pi) else { return false };
+        if let Some(s) = p.inflight.ack(psn) {
             *acked_bytes = acked_bytes.saturating_add(u32::from(s.bytes));
             *newest = Some(s);
             self.on_chunk_acked(&s);
+            return false;
         }
+        // Declared lost, but its data not yet handed on: it was late, and its data
+        // is not sent again.
+        //= Documentation/metaroce/spec.rst#late-packets
+        let Some(s) = p.inflight.release_lost(psn) else { return false };
+        let by_timeout = p.timeout_end.is_some_and(|end| seq_diff(psn, end) < 0);
+        if by_timeout {
+            p.timeout_end = None;
+            p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(1);
+            self.stats.spurious_timeouts = self.stats.spurious_timeouts.saturating_add(1);
+            self.cc.on_spurious_timeout(pi);
+        }
+        self.on_chunk_acked(&s);
+        !by_timeout
     }
 
     /// Re-arms (on progress) or cancels a path's retransmission timer.

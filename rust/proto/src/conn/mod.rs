@@ -124,6 +124,8 @@ pub struct Stats {
     pub tx_bytes: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Of those, found spurious ([MR-RTX-12]).
+    pub spurious_timeouts: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
     /// NAKs not sent because the NAK queue was full.
@@ -729,6 +731,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let Some(p) = self.paths.get_mut(i) else { return };
         p.rto_deadline = None;
         let (mut psn, end) = p.inflight.range();
+        p.timeout_end = Some(end);
         while psn != end {
             p.inflight.mark_lost(psn);
             psn = psn.wrapping_add(1);
@@ -759,6 +762,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.rtt = Default::default();
         p.consecutive_rto = 0;
         p.backoff = 0;
+        p.timeout_end = None;
         p.reorder_threshold = self.cfg.reorder_threshold;
         // Re-synchronize the receiver with this path at once (PATH_FLOOR).
         p.floor_sent_at = None;

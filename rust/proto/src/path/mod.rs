@@ -33,6 +33,8 @@ pub struct PathStats {
     pub lost: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// Of those, found spurious: a packet they declared lost was acknowledged.
+    pub spurious_timeouts: u64,
     /// ECN-CE marks echoed by the receiver.
     pub ecn_marks: u64,
     /// Times the path was retired and its port re-rolled.
@@ -46,6 +48,9 @@ pub(crate) struct TxPath {
     pub(crate) inflight: Inflight,
     pub(crate) rtt: RttEstimator,
     pub(crate) rto_deadline: Option<Instant>,
+    /// The next PSN when the last timeout fired: the PSNs before it that the
+    /// timeout declared lost prove it spurious if acknowledged.
+    pub(crate) timeout_end: Option<u32>,
     pub(crate) backoff: u32,
     pub(crate) consecutive_rto: u32,
     pub(crate) ce_echo: u16,
@@ -70,6 +75,7 @@ impl TxPath {
             inflight <- Inflight::init(first_psn),
             rtt: RttEstimator::default(),
             rto_deadline: None,
+            timeout_end: None,
             backoff: 0,
             consecutive_rto: 0,
             ce_echo: 0,
@@ -89,6 +95,7 @@ impl TxPath {
             inflight: Inflight::new(0),
             rtt: RttEstimator::default(),
             rto_deadline: None,
+            timeout_end: None,
             backoff: 0,
             consecutive_rto: 0,
             ce_echo: 0,
@@ -107,6 +114,7 @@ impl TxPath {
         self.inflight.reset(first_psn);
         self.rtt = RttEstimator::default();
         self.rto_deadline = None;
+        self.timeout_end = None;
         self.backoff = 0;
         self.consecutive_rto = 0;
         self.ce_echo = 0;
