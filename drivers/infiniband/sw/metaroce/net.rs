@@ -8,7 +8,7 @@
 //! came in on (or is counted as `rx_no_device` in its namespace).
 
 use crate::device::MetaRoceDriver;
-use crate::engine::Engine;
+use crate::engine::{Engine, TRANSPORT_COUNTERS};
 use core::{
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
     str::FromStr,
@@ -37,6 +37,12 @@ const XMIT_MAX_COUNT: u32 = 100_000;
 const XMIT_MAX_LEN: usize = 9000;
 /// Default test payload length.
 const XMIT_DEFAULT_LEN: usize = 64;
+
+/// Counters of the device itself (datagrams, connections, UD), the first of
+/// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
+const DEVICE_COUNTERS: usize = 17;
+/// Counters of the device's namespace, the last of [`HW_COUNTERS`].
+const NS_COUNTERS: usize = 3;
 
 /// The port counters, in the order of [`DeviceNet::read_counters`].
 pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
@@ -242,7 +248,7 @@ impl DeviceNet {
         let e = &self.engine;
         let t = e.transport_counters();
         let ns = self.tunnel.stats();
-        let all = [
+        let device: [u64; DEVICE_COUNTERS] = [
             c.rx_packets.load(Relaxed),
             c.rx_bytes.load(Relaxed),
             c.rx_ecn[Ecn::NotEct as usize].load(Relaxed),
@@ -260,11 +266,11 @@ impl DeviceNet {
             e.stats.ud_tx.load(Relaxed),
             e.stats.ud_rx.load(Relaxed),
             e.stats.ud_rx_dropped.load(Relaxed),
-            t[0], t[1], t[2], t[3], t[4], t[5], t[6], t[7], t[8],
-            ns.rx_unclaimed,
-            ns.rx_malformed,
-            ns.tx_no_route,
         ];
+        let namespace = [ns.rx_unclaimed, ns.rx_malformed, ns.tx_no_route];
+        const _: () = assert!(HW_COUNTERS.len() == DEVICE_COUNTERS + TRANSPORT_COUNTERS + NS_COUNTERS);
+        // `Iterator::` spelled out: pin-init's `Init::chain` applies to every type.
+        let all = Iterator::chain(Iterator::chain(device.into_iter(), t), namespace);
         for (v, a) in values.iter_mut().zip(all) {
             *v = a;
         }
