@@ -564,18 +564,18 @@ impl<W> Fifo<W> {
         Ok(Self { slots, head: 0, len: 0 })
     }
 
-    /// The slot after `i` (no arithmetic that could panic).
-    fn next(&self, i: usize) -> usize {
-        let i = i.wrapping_add(1);
-        if i >= self.slots.len() { 0 } else { i }
+    /// Slot `head + k` for `k` below the capacity, wrapped once (no arithmetic that
+    /// could panic).
+    fn slot_after_head(&self, k: usize) -> usize {
+        let i = self.head.wrapping_add(k);
+        i.checked_sub(self.slots.len()).unwrap_or(i)
     }
 
     fn push(&mut self, w: W) -> Result {
-        let cap = self.slots.len();
-        if self.len >= cap {
+        if self.len >= self.slots.len() {
             return Err(ENOMEM);
         }
-        let tail = self.head.wrapping_add(self.len).checked_rem(cap).ok_or(EINVAL)?;
+        let tail = self.slot_after_head(self.len);
         *self.slots.get_mut(tail).ok_or(EINVAL)? = Some(w);
         self.len = self.len.wrapping_add(1);
         Ok(())
@@ -586,7 +586,7 @@ impl<W> Fifo<W> {
             return None;
         }
         let w = self.slots.get_mut(self.head)?.take();
-        self.head = self.next(self.head);
+        self.head = self.slot_after_head(1);
         self.len = self.len.wrapping_sub(1);
         w
     }

@@ -210,60 +210,6 @@ impl RouteCache {
         self.flow = Some(flow);
         false
     }
-
-    /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
-    fn get4(&mut self, flow: &Flow<Ipv4Addr>) -> Option<Route4> {
-        if !self.select(CachedFlow::V4(*flow)) {
-            return None;
-        }
-        let mut saddr = 0u32;
-        // SAFETY: The cache is initialized (type invariant); bottom halves are
-        // disabled (the function's contract).
-        let rt = NonNull::new(unsafe { bindings::dst_cache_get_ip4(&mut self.cache, &mut saddr) })?;
-        // INVARIANT: `dst_cache_get_ip4` returns a held route.
-        Some(Route4 {
-            rt,
-            src: Ipv4Addr::from(u32::from_be(saddr)),
-        })
-    }
-
-    /// Keeps `rt` as the route of `flow`. Bottom halves must be disabled.
-    fn set4(&mut self, flow: &Flow<Ipv4Addr>, rt: &Route4) {
-        self.select(CachedFlow::V4(*flow));
-        // SAFETY: The cache is initialized (type invariant); `rt` is live and the cache
-        // takes its own reference; a `struct rtable` begins with its `dst_entry`.
-        unsafe {
-            bindings::dst_cache_set_ip4(
-                &mut self.cache,
-                rt.rt.as_ptr().cast::<bindings::dst_entry>(),
-                u32::from(rt.src).to_be(),
-            )
-        };
-    }
-
-    /// The cached route of `flow`, if it is still valid. Bottom halves must be disabled.
-    fn get6(&mut self, flow: &Flow<Ipv6Addr>) -> Option<Route6> {
-        if !self.select(CachedFlow::V6(*flow)) {
-            return None;
-        }
-        let mut saddr = bindings::in6_addr::default();
-        // SAFETY: As in `get4`.
-        let dst = NonNull::new(unsafe { bindings::dst_cache_get_ip6(&mut self.cache, &mut saddr) })?;
-        // SAFETY: `saddr` was written by the lookup.
-        let src = Ipv6Addr::from(unsafe { saddr.in6_u.u6_addr8 });
-        // INVARIANT: `dst_cache_get_ip6` returns a held route; only routes without
-        // error are cached (`set6`).
-        Some(Route6 { dst, src })
-    }
-
-    /// Keeps `rt` as the route of `flow`. Bottom halves must be disabled.
-    fn set6(&mut self, flow: &Flow<Ipv6Addr>, rt: &Route6) {
-        self.select(CachedFlow::V6(*flow));
-        let mut saddr = bindings::in6_addr::default();
-        saddr.in6_u.u6_addr8 = rt.src.octets();
-        // SAFETY: As in `set4`.
-        unsafe { bindings::dst_cache_set_ip6(&mut self.cache, rt.dst.as_ptr(), &saddr) };
-    }
 }
 
 /// A route a [`RouteCache`] can hold, of the family whose addresses are `Addr`.
@@ -278,21 +224,59 @@ pub(crate) trait CachedRoute: Sized {
 
 impl CachedRoute for Route4 {
     type Addr = Ipv4Addr;
+
     fn cached(cache: &mut RouteCache, flow: &Flow<Ipv4Addr>) -> Option<Self> {
-        cache.get4(flow)
+        if !cache.select(CachedFlow::V4(*flow)) {
+            return None;
+        }
+        let mut saddr = 0u32;
+        // SAFETY: The cache is initialized (type invariant); bottom halves are
+        // disabled (the function's contract).
+        let rt = NonNull::new(unsafe { bindings::dst_cache_get_ip4(&mut cache.cache, &mut saddr) })?;
+        // INVARIANT: `dst_cache_get_ip4` returns a held route.
+        Some(Route4 {
+            rt,
+            src: Ipv4Addr::from(u32::from_be(saddr)),
+        })
     }
+
     fn keep(&self, cache: &mut RouteCache, flow: &Flow<Ipv4Addr>) {
-        cache.set4(flow, self)
+        cache.select(CachedFlow::V4(*flow));
+        // SAFETY: The cache is initialized (type invariant); `self` is live and the
+        // cache takes its own reference; a `struct rtable` begins with its `dst_entry`.
+        unsafe {
+            bindings::dst_cache_set_ip4(
+                &mut cache.cache,
+                self.rt.as_ptr().cast::<bindings::dst_entry>(),
+                u32::from(self.src).to_be(),
+            )
+        };
     }
 }
 
 impl CachedRoute for Route6 {
     type Addr = Ipv6Addr;
+
     fn cached(cache: &mut RouteCache, flow: &Flow<Ipv6Addr>) -> Option<Self> {
-        cache.get6(flow)
+        if !cache.select(CachedFlow::V6(*flow)) {
+            return None;
+        }
+        let mut saddr = bindings::in6_addr::default();
+        // SAFETY: As for IPv4.
+        let dst = NonNull::new(unsafe { bindings::dst_cache_get_ip6(&mut cache.cache, &mut saddr) })?;
+        // SAFETY: `saddr` was written by the lookup.
+        let src = Ipv6Addr::from(unsafe { saddr.in6_u.u6_addr8 });
+        // INVARIANT: `dst_cache_get_ip6` returns a held route; only routes without
+        // error are cached (`keep`).
+        Some(Route6 { dst, src })
     }
+
     fn keep(&self, cache: &mut RouteCache, flow: &Flow<Ipv6Addr>) {
-        cache.set6(flow, self)
+        cache.select(CachedFlow::V6(*flow));
+        let mut saddr = bindings::in6_addr::default();
+        saddr.in6_u.u6_addr8 = self.src.octets();
+        // SAFETY: As for IPv4.
+        unsafe { bindings::dst_cache_set_ip6(&mut cache.cache, self.dst.as_ptr(), &saddr) };
     }
 }
 

@@ -4,10 +4,10 @@
 //! single serialized context that drives it.
 //!
 //! Everything that touches the connection runs under its lock, a spinlock taken with
-//! bottom halves disabled: the receive work item (softirq), the send doorbell or the
-//! send work item it queues, the receive work item the hrtimer queues, and the verbs
-//! that bind, fail or unbind a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The transport
-//! engine".
+//! bottom halves disabled: the work item that receive and the hrtimer queue (softirq),
+//! the send doorbell or the send work item it queues, and the verbs that bind, fail or
+//! unbind a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The
+//! transport engine".
 
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;

@@ -98,11 +98,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // A packet declared lost that arrives before its data is sent again tells
         // the same, without the duplicate.
         let dups = b.dup_count.wrapping_sub(p.dup_echo) as i8;
+        if dups > 0 {
+            p.dup_echo = b.dup_count;
+        }
         let thresh = p.reorder_threshold;
         if dups > 0 || late {
-            if dups > 0 {
-                p.dup_echo = b.dup_count;
-            }
             p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD).max(thresh);
         }
         // A path is FIFO: an unacknowledged packet far enough below the largest

@@ -96,9 +96,7 @@ impl Config {
         }
         self
     }
-}
 
-impl Config {
     /// The longest an ACK is held back: `ack_delay_ns`, but never long enough to
     /// cause a retransmission timeout at the peer (a quarter of `rto_min_ns`).
     //= Documentation/metaroce/spec.rst#sack
