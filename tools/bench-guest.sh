@@ -159,8 +159,8 @@ both "ib_write_lat 2B typical" ib_write_lat -s 2 -n 2000
 both "ib_write_lat 2B p99" ib_write_lat -s 2 -n 2000
 both "ib_send_lat 2B typical" ib_send_lat -s 2 -n 2000
 both "ib_send_lat 2B p99" ib_send_lat -s 2 -n 2000
-# "loss 0%" is the netem qdisc without impairment: the reference for the others, since
-# the qdisc alone costs a software transport under TCG a share of its throughput.
+# "loss 0%" is the netem qdisc without impairment: the reference for the others, which
+# separates what the qdisc costs from what the impairment costs.
 for imp in "loss 0%" "loss 0.1%" "loss 1%" "delay 100us reorder 95%"; do
 	[ $QUICK = 1 ] && [ "$imp" != "loss 1%" ] && continue
 	netem "$imp"
