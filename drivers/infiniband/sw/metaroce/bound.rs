@@ -28,14 +28,29 @@ use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_WITH_IMM},
     device::Device,
     mr::Access,
-    qp::{Payload, Qp, QpEvent, QpState, RecvWqe, SendOpcode, SendWqe, SgeList, SEND_SIGNALED, SEND_SOLICITED},
+    qp::{
+        Payload, Qp, QpEvent, QpState, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, SEND_SIGNALED,
+        SEND_SOLICITED,
+    },
 };
 
-/// What the completion of a posted send WQE needs, kept from post time.
+/// What a posted send WQE's completion and payload need, kept from post time.
 #[derive(Clone, Copy, Default)]
 struct SendSlot {
     wr_id: u64,
     signaled: bool,
+    /// The WQE's scatter list when it is one SGE, as most are: its packets are built
+    /// (or its READ response placed) without parsing the WQE again.
+    sge: Option<Sge>,
+}
+
+/// The local buffer of a send WQE: where its payload comes from, or where the
+/// response of a READ or atomic goes.
+pub(crate) enum LocalBuffer<'a> {
+    /// Registered memory (each SGE is looked up by its lkey when used).
+    Sges(&'a [Sge]),
+    /// Data carried in the WQE.
+    Inline(&'a [u8]),
 }
 
 /// The transport state of one QP bound to a connection. Only the connection's
@@ -148,13 +163,27 @@ impl Bound {
         self.sq_seq - self.sq_done
     }
 
-    /// The send WQE of sequence `seq`, which the core holds.
-    pub(crate) fn send_wqe(&mut self, seq: u64) -> Result<&SendWqe> {
+    /// The local buffer of the send WQE of sequence `seq`, which the core holds.
+    pub(crate) fn send_buffer(&mut self, seq: u64) -> Result<LocalBuffer<'_>> {
+        if seq < self.sq_done || seq >= self.sq_seq {
+            return Err(EINVAL);
+        }
+        let i = (seq % MAX_SEND_WR as u64) as usize;
+        if self.send_slots.get(i).is_some_and(|s| s.sge.is_some()) {
+            let sge = self.send_slots.get(i).and_then(|s| s.sge.as_ref()).ok_or(EINVAL)?;
+            return Ok(LocalBuffer::Sges(core::slice::from_ref(sge)));
+        }
+        Ok(match &self.send_wqe(seq)?.payload {
+            Payload::Sges(list) => LocalBuffer::Sges(list.as_slice()),
+            Payload::Inline { len, data } => LocalBuffer::Inline(data.get(..*len).ok_or(EINVAL)?),
+        })
+    }
+
+    /// The send WQE of sequence `seq`, which the core holds, parsed from the ring
+    /// unless it was the last one parsed.
+    fn send_wqe(&mut self, seq: u64) -> Result<&SendWqe> {
         let hit = matches!(&*self.send_cache, Some((s, _)) if *s == seq);
         if !hit {
-            if seq < self.sq_done || seq >= self.sq_seq {
-                return Err(EINVAL);
-            }
             let ahead = u32::try_from(seq - self.sq_done).map_err(|_| EINVAL)?;
             match self.qp.sq_peek_at(ahead) {
                 Some(Ok(w)) => *self.send_cache = Some((seq, w)),
@@ -243,11 +272,18 @@ impl Bound {
                 Ok(w) => match self.post(dev, conn, w) {
                     Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
+                        let sge = match &w.payload {
+                            Payload::Sges(list) => match list.as_slice() {
+                                [one] => Some(*one),
+                                _ => None,
+                            },
+                            Payload::Inline { .. } => None,
+                        };
                         if let Some(slot) = self.send_slots.get_mut(i) {
-                            *slot = SendSlot { wr_id: w.wr_id, signaled };
+                            *slot = SendSlot { wr_id: w.wr_id, signaled, sge };
                         }
                         // The core asks for its payload next: keep it parsed.
-                        if let Ok(w) = peeked {
+                        if let (None, Ok(w)) = (sge, peeked) {
                             *self.send_cache = Some((self.sq_seq, w));
                         }
                         self.sq_seq += 1;

@@ -9,14 +9,14 @@
 //! receive softirq. Keys come from packets (rkeys) or from user-written WQEs (lkeys):
 //! nothing is trusted.
 
-use crate::bound::Bound;
+use crate::bound::{Bound, LocalBuffer};
 use crate::device::MetaRoceDriver;
 use kernel::prelude::*;
 use metaroce_proto::{AtomicOp, Dest, MemError, Memory, Payload, QpId};
 use rdma::{
     device::Device,
     mr::{self, Access, PdId},
-    qp::{Payload as WqePayload, Sge},
+    qp::Sge,
 };
 
 /// The memory of the QPs bound to one connection, as the core's [`Memory`].
@@ -115,18 +115,14 @@ pub(crate) fn gather_payload(
         Payload::Wr { qp, wr_id, offset, .. } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
             let pd = b.qp.pd();
-            let wqe = b.send_wqe(wr_id)?;
-            match &wqe.payload {
-                WqePayload::Inline { len, data } => {
+            match b.send_buffer(wr_id)? {
+                LocalBuffer::Inline(data) => {
                     let start = offset as usize;
                     let end = start.checked_add(out.len()).ok_or(EINVAL)?;
-                    if end > *len {
-                        return Err(EINVAL);
-                    }
-                    out.copy_from_slice(&data[start..end]);
+                    out.copy_from_slice(data.get(start..end).ok_or(EINVAL)?);
                     Ok(())
                 }
-                WqePayload::Sges(list) => gather(dev, pd, list.as_slice(), u64::from(offset), out),
+                LocalBuffer::Sges(sges) => gather(dev, pd, sges, u64::from(offset), out),
             }
         }
         Payload::Mr { qp, rkey, va, .. } => {
@@ -162,11 +158,10 @@ impl Memory for QpMemory<'_> {
                 scatter(dev, pd, sges.as_slice(), u64::from(offset), data).map_err(|_| MemError::Operation)
             }
             Dest::Local { wr_id, offset } => {
-                let wqe = b.send_wqe(wr_id).map_err(|_| MemError::Access)?;
-                let WqePayload::Sges(list) = &wqe.payload else {
+                let LocalBuffer::Sges(sges) = b.send_buffer(wr_id).map_err(|_| MemError::Access)? else {
                     return Err(MemError::Access);
                 };
-                scatter(dev, pd, list.as_slice(), u64::from(offset), data).map_err(|_| MemError::Access)
+                scatter(dev, pd, sges, u64::from(offset), data).map_err(|_| MemError::Access)
             }
         }
     }
