@@ -273,11 +273,8 @@ impl Bound {
                     Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         let sge = match &w.payload {
-                            Payload::Sges(list) => match list.as_slice() {
-                                [one] => Some(*one),
-                                _ => None,
-                            },
-                            Payload::Inline { .. } => None,
+                            Payload::Sges(list) if list.as_slice().len() == 1 => list.as_slice().first().copied(),
+                            _ => None,
                         };
                         if let Some(slot) = self.send_slots.get_mut(i) {
                             *slot = SendSlot { wr_id: w.wr_id, signaled, sge };
