@@ -45,13 +45,17 @@ struct ib_ucontext *metaroce_udata_to_ucontext(struct ib_udata *udata);
 void *metaroce_vmalloc_user(unsigned long size);
 
 /*
- * rdma/ib_umem.h: ib_umem_copy_from() in both directions, and an 8-byte atomic on an
- * aligned word (the only helpers with a loop: they walk the umem's pages).
+ * rdma/ib_umem.h: a umem's pages as an array, and ib_umem_copy_from() in both
+ * directions and an 8-byte atomic on an aligned word over that array (the only
+ * helpers with a loop).
  */
-int metaroce_umem_copy(struct ib_umem *umem, size_t offset, void *buf, size_t len,
-		       bool to_umem);
-int metaroce_umem_atomic64(struct ib_umem *umem, size_t offset, bool is_cas,
-			   u64 compare_add, u64 swap, u64 *orig);
+long metaroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t n);
+size_t metaroce_umem_num_pages(struct ib_umem *umem);
+size_t metaroce_umem_offset(struct ib_umem *umem);
+int metaroce_pages_copy(struct page *const *pages, size_t npages, size_t pos, void *buf,
+			size_t len, bool to_pages);
+int metaroce_pages_atomic64(struct page *const *pages, size_t npages, size_t pos,
+			    bool is_cas, u64 compare_add, u64 swap, u64 *orig);
 
 /*
  * Size of rdma_rxe's struct rxe_dev: a Soft-RoCE-ABI device must be at least this

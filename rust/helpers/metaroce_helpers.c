@@ -5,6 +5,7 @@
  */
 #include <linux/if_vlan.h>
 #include <linux/netdevice.h>
+#include <linux/overflow.h>
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
 #include <linux/vmalloc.h>
@@ -118,26 +119,51 @@ void *metaroce_vmalloc_user(unsigned long size)
 }
 
 /*
- * Copies between @buf and bytes [@offset, @offset + @len) of the pinned user memory of
- * @umem, page by page: the loop ib_umem_copy_from() does, in both directions.
+ * Stores the pages of @umem, in order, in @pages (room for @n): one walk of its
+ * scatterlist at registration, so that a transfer finds its page by index rather than
+ * by walking the list from the start (which costs a lookup in a region of N pages
+ * O(N)). Returns the number of pages, or -EINVAL if there are more than @n.
  */
-int metaroce_umem_copy(struct ib_umem *umem, size_t offset, void *buf, size_t len,
-		       bool to_umem)
+long metaroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t n)
 {
 	struct sg_page_iter it;
-	size_t pos;
+	size_t i = 0;
 
-	if (offset > umem->length || len > umem->length - offset)
-		return -EINVAL;
-	if (!len)
-		return 0;
-	pos = offset + ib_umem_offset(umem);
-	for_each_sgtable_page(&umem->sgt_append.sgt, &it, pos >> PAGE_SHIFT) {
+	for_each_sgtable_page(&umem->sgt_append.sgt, &it, 0) {
+		if (i == n)
+			return -EINVAL;
+		pages[i++] = sg_page_iter_page(&it);
+	}
+	return i;
+}
+
+size_t metaroce_umem_num_pages(struct ib_umem *umem)
+{
+	return ib_umem_num_pages(umem);
+}
+
+size_t metaroce_umem_offset(struct ib_umem *umem)
+{
+	return ib_umem_offset(umem);
+}
+
+/*
+ * Copies between @buf and bytes [@pos, @pos + @len) of the @npages pages of @pages,
+ * page by page, in either direction.
+ */
+int metaroce_pages_copy(struct page *const *pages, size_t npages, size_t pos, void *buf,
+			size_t len, bool to_pages)
+{
+	size_t end;
+
+	if (check_add_overflow(pos, len, &end) || end > npages << PAGE_SHIFT)
+		return -EFAULT;
+	while (len) {
 		size_t in = pos & ~PAGE_MASK;
 		size_t n = min_t(size_t, len, PAGE_SIZE - in);
-		void *va = kmap_local_page(sg_page_iter_page(&it));
+		void *va = kmap_local_page(pages[pos >> PAGE_SHIFT]);
 
-		if (to_umem)
+		if (to_pages)
 			memcpy(va + in, buf, n);
 		else
 			memcpy(buf, va + in, n);
@@ -145,45 +171,39 @@ int metaroce_umem_copy(struct ib_umem *umem, size_t offset, void *buf, size_t le
 		buf += n;
 		len -= n;
 		pos += n;
-		if (!len)
-			return 0;
 	}
-	return -EFAULT;
+	return 0;
 }
 
 /*
- * The 8-byte atomic of an RDMA ATOMIC request on the aligned word at @offset of @umem:
- * compare-and-swap when @is_cas, else fetch-and-add. Returns the original value in
- * @orig. Atomic against other CPUs, as the IB spec's ATOMIC_HCA requires.
+ * The 8-byte atomic of an RDMA ATOMIC request on the aligned word at byte @pos of the
+ * @npages pages of @pages: compare-and-swap when @is_cas, else fetch-and-add. Returns
+ * the original value in @orig. Atomic against other CPUs, as the IB spec's
+ * ATOMIC_HCA requires.
  */
-int metaroce_umem_atomic64(struct ib_umem *umem, size_t offset, bool is_cas,
-			   u64 compare_add, u64 swap, u64 *orig)
+int metaroce_pages_atomic64(struct page *const *pages, size_t npages, size_t pos,
+			    bool is_cas, u64 compare_add, u64 swap, u64 *orig)
 {
-	struct sg_page_iter it;
-	size_t pos;
+	u8 *va;
+	u64 *word;
+	u64 old;
 
-	if (offset & 7 || offset > umem->length || umem->length - offset < 8)
-		return -EINVAL;
-	pos = offset + ib_umem_offset(umem);
 	if (pos & 7)
 		return -EINVAL;
-	for_each_sgtable_page(&umem->sgt_append.sgt, &it, pos >> PAGE_SHIFT) {
-		u8 *va = kmap_local_page(sg_page_iter_page(&it));
-		u64 *word = (u64 *)(va + (pos & ~PAGE_MASK));
-		u64 old;
-
-		if (is_cas) {
-			old = cmpxchg64(word, compare_add, swap);
-		} else {
-			old = READ_ONCE(*word);
-			while (!try_cmpxchg64(word, &old, old + compare_add))
-				;
-		}
-		kunmap_local(va);
-		*orig = old;
-		return 0;
+	if (pos >> PAGE_SHIFT >= npages)
+		return -EFAULT;
+	va = kmap_local_page(pages[pos >> PAGE_SHIFT]);
+	word = (u64 *)(va + (pos & ~PAGE_MASK));
+	if (is_cas) {
+		old = cmpxchg64(word, compare_add, swap);
+	} else {
+		old = READ_ONCE(*word);
+		while (!try_cmpxchg64(word, &old, old + compare_add))
+			;
 	}
-	return -EFAULT;
+	kunmap_local(va);
+	*orig = old;
+	return 0;
 }
 
 struct ib_ucontext *metaroce_udata_to_ucontext(struct ib_udata *udata)

@@ -125,9 +125,12 @@ pub enum AtomicOp {
 /// # Invariants
 ///
 /// `umem` is a pinned user memory region of `length` bytes from `ib_umem_get`, owned by
-/// `self` and released on drop.
+/// `self` and released on drop; `pages` are its pages in order (live while it is), and
+/// its first byte is at `first` in the first page.
 pub struct Mr {
     umem: NonNull<bindings::ib_umem>,
+    pages: KVVec<NonNull<bindings::page>>,
+    first: usize,
     pd: PdId,
     iova: u64,
     length: u64,
@@ -183,15 +186,21 @@ impl Mr {
         usize::try_from(off).map_err(|_| EFAULT)
     }
 
+    /// The page table position of `[va, va + len)`; `EFAULT` when it is not inside.
+    fn position(&self, va: u64, len: u64) -> Result<usize> {
+        self.offset_of(va, len)?.checked_add(self.first).ok_or(EFAULT)
+    }
+
     /// Copies `data` into the region at virtual address `va`.
     pub fn write(&self, va: u64, data: &[u8]) -> Result {
-        let off = self.offset_of(va, data.len() as u64)?;
-        // SAFETY: The umem is live (type invariant); the helper bounds-checks against the
-        // umem's length and reads exactly `data.len()` bytes of `data`.
+        let pos = self.position(va, data.len() as u64)?;
+        // SAFETY: The pages are live (type invariant); the helper bounds-checks against
+        // their number and reads exactly `data.len()` bytes of `data`.
         kernel::error::to_result(unsafe {
-            bindings::metaroce_umem_copy(
-                self.umem.as_ptr(),
-                off,
+            bindings::metaroce_pages_copy(
+                self.pages.as_ptr().cast(),
+                self.pages.len(),
+                pos,
                 data.as_ptr().cast_mut().cast(),
                 data.len(),
                 true,
@@ -201,10 +210,17 @@ impl Mr {
 
     /// Copies bytes of the region at virtual address `va` into `out`.
     pub fn read(&self, va: u64, out: &mut [u8]) -> Result {
-        let off = self.offset_of(va, out.len() as u64)?;
+        let pos = self.position(va, out.len() as u64)?;
         // SAFETY: As in `write`; writes exactly `out.len()` bytes of `out`.
         kernel::error::to_result(unsafe {
-            bindings::metaroce_umem_copy(self.umem.as_ptr(), off, out.as_mut_ptr().cast(), out.len(), false)
+            bindings::metaroce_pages_copy(
+                self.pages.as_ptr().cast(),
+                self.pages.len(),
+                pos,
+                out.as_mut_ptr().cast(),
+                out.len(),
+                false,
+            )
         })
     }
 
@@ -214,19 +230,42 @@ impl Mr {
         if va & 7 != 0 {
             return Err(EINVAL);
         }
-        let off = self.offset_of(va, 8)?;
+        let pos = self.position(va, 8)?;
         let (is_cas, a, b) = match op {
             AtomicOp::CompareSwap { compare, swap } => (true, compare, swap),
             AtomicOp::FetchAdd { add } => (false, add, 0),
         };
         let mut orig = 0u64;
-        // SAFETY: The umem is live; the helper checks bounds and alignment and writes
+        // SAFETY: The pages are live; the helper checks bounds and alignment and writes
         // `orig`.
         kernel::error::to_result(unsafe {
-            bindings::metaroce_umem_atomic64(self.umem.as_ptr(), off, is_cas, a, b, &mut orig)
+            bindings::metaroce_pages_atomic64(self.pages.as_ptr().cast(), self.pages.len(), pos, is_cas, a, b, &mut orig)
         })?;
         Ok(orig)
     }
+}
+
+/// The pages of `umem` in order.
+///
+/// # Safety
+///
+/// `umem` must be a live umem.
+unsafe fn umem_pages(umem: NonNull<bindings::ib_umem>) -> Result<KVVec<NonNull<bindings::page>>> {
+    // SAFETY: Live umem (the caller's guarantee).
+    let n = unsafe { bindings::metaroce_umem_num_pages(umem.as_ptr()) };
+    let mut pages = KVVec::with_capacity(n, GFP_KERNEL)?;
+    // SAFETY: The helper stores at most `n` page pointers (never NULL: they are the
+    // umem's pinned pages) into the spare capacity, which has room for `n`.
+    let got = unsafe {
+        bindings::metaroce_umem_pages(umem.as_ptr(), pages.spare_capacity_mut().as_mut_ptr().cast(), n)
+    };
+    let got = usize::try_from(got).map_err(|_| EINVAL)?;
+    if got != n {
+        return Err(EINVAL);
+    }
+    // SAFETY: The first `got <= capacity` elements were just initialised.
+    unsafe { pages.inc_len(got) };
+    Ok(pages)
 }
 
 impl Drop for Mr {
@@ -356,12 +395,25 @@ unsafe fn reg_user_mr_inner<T: Driver>(
     let umem = from_err_ptr(unsafe {
         bindings::ib_umem_get_attr_or_va(dev.as_raw(), core::ptr::null(), 0, addr as u64, len, access.bits() as _)
     })?;
-    // INVARIANT: `umem` is ours from here on, owned by the `Mr` (released on every error
-    // path by its drop).
     // SAFETY: Not NULL: `from_err_ptr` passed it and `ib_umem_get` never returns NULL.
     let umem = unsafe { NonNull::new_unchecked(umem) };
+    // SAFETY: `umem` is live.
+    let pages = match unsafe { umem_pages(umem) } {
+        Ok(p) => p,
+        Err(e) => {
+            // SAFETY: Ours, released once: no `Mr` owns it yet.
+            unsafe { bindings::ib_umem_release(umem.as_ptr()) };
+            return Err(e);
+        }
+    };
+    // SAFETY: Live umem.
+    let first = unsafe { bindings::metaroce_umem_offset(umem.as_ptr()) };
+    // INVARIANT: `umem` is ours from here on, owned by the `Mr` (released on every error
+    // path by its drop), with its pages and its offset in the first.
     let mut mr = Some(Mr {
         umem,
+        pages,
+        first,
         pd,
         iova,
         length,
