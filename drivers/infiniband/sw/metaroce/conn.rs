@@ -350,6 +350,9 @@ impl ConnCtx {
         let access = attrs.access;
         let _ = st.conn.set_sq_psn(id, attrs.sq_psn);
         let _ = st.conn.set_rnr_retry(id, attrs.rnr_retry);
+        // A QP allowed no READ or atomic at all gets one at a time: its READs wait for
+        // each other rather than never going out (rdma_rxe stalls such a QP).
+        let _ = st.conn.set_max_rd_atomic(id, attrs.max_rd_atomic.max(1));
         let (initial, min) = crate::engine::rto_from_local_ack_timeout(attrs.timeout);
         st.conn.set_retransmission(attrs.retry_cnt.max(1), initial, min);
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {

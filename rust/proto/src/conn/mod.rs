@@ -558,6 +558,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         Ok(())
     }
 
+    /// Sets how many READ and ATOMIC requests of a QP may be outstanding at once
+    /// (verbs `max_rd_atomic`; 0 = no limit, the default). A request beyond the
+    /// limit waits, and the QP's later work requests with it, until the response
+    /// to an earlier one is complete.
+    //= Documentation/metaroce/spec.rst#read-and-atomic-limits
+    pub fn set_max_rd_atomic(&mut self, qp: QpId, max_rd_atomic: u8) -> Result<(), PostError> {
+        self.active_qp(qp)?.rd_atomic_limit = max_rd_atomic;
+        Ok(())
+    }
+
     /// Sets the send PSN of a QP bound at RTR before verbs knew it: the `sq_psn`
     /// attribute arrives with the RTR-to-RTS transition. Only before the QP has
     /// posted anything (`PostError::Invalid` otherwise); the receive side keeps

@@ -14,6 +14,7 @@
 
 use crate::constants::{MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, MAX_SEND_WR};
 use crate::event::{WcOpcode, WcStatus};
+use crate::psn::seq_diff;
 use crate::sack::ReasmWindow;
 use crate::timer::Instant;
 use crate::wire::Status;
@@ -140,6 +141,13 @@ pub(crate) struct Qp {
     pub(crate) resp_err: Option<WcStatus>,
     /// RNR retries per work request (verbs `rnr_retry`, 7 = unlimited).
     pub(crate) rnr_retry: u8,
+    /// READ and ATOMIC requests that may be outstanding at once (verbs
+    /// `max_rd_atomic`; 0 = no limit).
+    pub(crate) rd_atomic_limit: u8,
+    /// READ and ATOMIC requests sent whose responses are not yet complete.
+    pub(crate) rd_atomic_out: u32,
+    /// MSN of the oldest of them (or of a later work request) while there are any.
+    pub(crate) rd_atomic_msn: u32,
     pub(crate) error_reported: bool,
 
     // Requester.
@@ -178,6 +186,37 @@ pub(crate) struct Qp {
 }
 
 impl Qp {
+    /// Whether a READ or ATOMIC request may be sent now ([`Qp::rd_atomic_limit`]).
+    pub(crate) fn rd_atomic_room(&self) -> bool {
+        self.rd_atomic_limit == 0 || self.rd_atomic_out < u32::from(self.rd_atomic_limit)
+    }
+
+    /// Counts the READ or ATOMIC request of the work request `msn` as outstanding
+    /// (at its first transmission).
+    pub(crate) fn rd_atomic_sent(&mut self, msn: u32) {
+        if self.rd_atomic_out == 0 {
+            self.rd_atomic_msn = msn;
+        }
+        self.rd_atomic_out = self.rd_atomic_out.saturating_add(1);
+    }
+
+    /// Releases the outstanding READ and ATOMIC requests whose responses are
+    /// complete, oldest first (responses complete in request order: their SSNs
+    /// follow it).
+    //= Documentation/metaroce/spec.rst#read-and-atomic-limits
+    pub(crate) fn release_rd_atomic(&mut self) {
+        while self.rd_atomic_out > 0 && seq_diff(self.send_msn, self.rd_atomic_msn) > 0 {
+            let Some(w) = self.sq_slot(self.rd_atomic_msn) else { break };
+            if w.wr.opcode.has_response() {
+                if !w.resp_last_ssn.is_some_and(|l| seq_diff(self.resp_rx.base(), l) > 0) {
+                    break;
+                }
+                self.rd_atomic_out -= 1;
+            }
+            self.rd_atomic_msn = self.rd_atomic_msn.wrapping_add(1);
+        }
+    }
+
     pub(crate) fn sq_slot(&self, msn: u32) -> Option<&SendWr> {
         self.sq.get(msn as usize % MAX_SEND_WR).filter(|w| w.msn == msn && self.sq_outstanding(msn))
     }
@@ -245,6 +284,9 @@ impl Qp {
             error: None,
             resp_err: None,
             rnr_retry: 7,
+            rd_atomic_limit: 0,
+            rd_atomic_out: 0,
+            rd_atomic_msn: 0,
             error_reported: false,
             sq <- init_array_from_fn(|_| SendWr::default()),
             sq_head: 0,
@@ -279,6 +321,9 @@ impl Qp {
             error: None,
             resp_err: None,
             rnr_retry: 7,
+            rd_atomic_limit: 0,
+            rd_atomic_out: 0,
+            rd_atomic_msn: 0,
             error_reported: false,
             sq: [SendWr::default(); MAX_SEND_WR],
             sq_head: 0,
@@ -311,6 +356,9 @@ impl Qp {
         self.error = None;
         self.resp_err = None;
         self.rnr_retry = 7;
+        self.rd_atomic_limit = 0;
+        self.rd_atomic_out = 0;
+        self.rd_atomic_msn = 0;
         self.error_reported = false;
         self.sq.iter_mut().for_each(|w| *w = SendWr::default());
         self.sq_head = 0;

@@ -415,6 +415,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             // As verbs: a local protection error moves the QP to the error state.
             q.fail(WcStatus::LocProtErr);
         }
+        q.release_rd_atomic();
         Seg::Accepted
     }
 

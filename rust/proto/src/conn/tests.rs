@@ -809,3 +809,59 @@ fn responder_fails_on_a_send_longer_than_its_receive() {
         assert_eq!(got, [(50, WcStatus::LocLenErr), (51, WcStatus::WrFlushErr)]);
     });
 }
+
+fn read(id: u64, len: u32) -> WorkRequest {
+    WorkRequest { wr_id: id, opcode: Opcode::Read, len, rkey: 5, remote_addr: 0x1000, ..Default::default() }
+}
+
+// spec: MR-ATOM-4
+#[test]
+fn max_rd_atomic_limits_outstanding_reads() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(2);
+        n.c[0].set_max_rd_atomic(qp, 2).unwrap();
+        for id in 0..4 {
+            n.c[0].post_send(qp, read(id, 512)).unwrap();
+        }
+        // A WRITE behind the READs waits with them: work requests go out in order.
+        n.c[0].post_send(qp, write(9, 100, 5)).unwrap();
+        let first = n.out(0);
+        assert_eq!(first.iter().filter(|p| is_data(p)).count(), 2);
+        n.at(100);
+        assert!(n.out(0).iter().all(|p| !is_data(p)));
+        // Once the first two complete, the other two and the WRITE go out.
+        n.deliver(1, &first);
+        n.settle();
+        let done: Vec<u64> = n.completions(0).iter().map(|c| c.wr_id).collect();
+        assert_eq!(done, [0, 1, 2, 3, 9]);
+        assert_eq!(n.c[0].stats().tx_data, 5);
+        assert_eq!(n.c[0].qps.qp(qp.index()).unwrap().rd_atomic_out, 0);
+    });
+}
+
+// spec: MR-ATOM-4
+#[test]
+fn max_rd_atomic_counts_atomics_and_flushes_waiting_requests() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        n.c[0].set_max_rd_atomic(qp, 1).unwrap();
+        let fadd = WorkRequest { wr_id: 1, opcode: Opcode::FetchAdd, len: 8, rkey: 5, remote_addr: 0x1000, ..Default::default() };
+        n.c[0].post_send(qp, read(0, 64)).unwrap();
+        n.c[0].post_send(qp, fadd).unwrap();
+        n.c[0].post_send(qp, read(2, 64)).unwrap();
+        let first = n.out(0);
+        assert_eq!(first.iter().filter(|p| is_data(p)).count(), 1);
+        n.deliver(1, &first);
+        n.settle();
+        let done: Vec<u64> = n.completions(0).iter().map(|c| c.wr_id).collect();
+        assert_eq!(done, [0, 1, 2]);
+        assert_eq!(n.c[0].stats().tx_data, 3);
+        // A request waiting for the limit is flushed like any unsent work request.
+        n.c[0].post_send(qp, read(3, 64)).unwrap();
+        n.c[0].post_send(qp, read(4, 64)).unwrap();
+        assert_eq!(n.out(0).iter().filter(|p| is_data(p)).count(), 1);
+        n.c[0].qp_to_error(qp).unwrap();
+        let flushed: Vec<(u64, WcStatus)> = n.completions(0).iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(flushed, [(3, WcStatus::WrFlushErr), (4, WcStatus::WrFlushErr)]);
+    });
+}

@@ -362,6 +362,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 continue;
             }
             let Some(w) = q.sq.get(q.send_msn as usize % MAX_SEND_WR) else { continue };
+            if w.wr.opcode.has_response() && !q.rd_atomic_room() {
+                continue;
+            }
             let ssn = w.ssn_first.wrapping_add(q.send_seg);
             if seq_diff(ssn, q.req_acked.base()) < REASM_WINDOW as i32 {
                 return Some(Chunk { qp: qi as u16, resp: false, msn: w.msn, ssn });
@@ -387,9 +390,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 i = i.wrapping_add(1);
             }
         } else {
-            let nsegs = q.sq.get(q.send_msn as usize % MAX_SEND_WR).map_or(1, |w| w.nsegs);
+            let (nsegs, response) = q
+                .sq
+                .get(q.send_msn as usize % MAX_SEND_WR)
+                .map_or((1, false), |w| (w.nsegs, w.wr.opcode.has_response()));
             q.send_seg = q.send_seg.saturating_add(1);
             if q.send_seg >= nsegs {
+                if response {
+                    q.rd_atomic_sent(q.send_msn);
+                }
                 q.send_seg = 0;
                 q.send_msn = q.send_msn.wrapping_add(1);
             }
