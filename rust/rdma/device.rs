@@ -233,7 +233,7 @@ pub trait Driver: Sized + Send + Sync + 'static {
 /// The verbs objects of a device, by number, for the transport to look up.
 #[pin_data]
 pub struct Objects<T: Driver> {
-    /// Memory regions by key index (`key >> 8`); see [`MrTable::lookup`].
+    /// Memory regions by key index (`key >> 8`); see [`MrTable::with_mr`].
     #[pin]
     pub mrs: MrTable,
     /// Queue pairs by QP number.

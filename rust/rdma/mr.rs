@@ -7,14 +7,14 @@
 //!
 //! `ibv_reg_mr` pins the pages ([`Mr`] owns the umem) and enters the region in the
 //! device's key table under `lkey == rkey == index << 8 | random byte`. The transport
-//! finds a region by key with [`MrTable::lookup`], which checks the full key, the
+//! finds a region by key with [`MrTable::with_mr`], which checks the full key, the
 //! protection domain and the access rights, and then copies bytes with [`Mr::write`],
-//! [`Mr::read`] and [`Mr::atomic`], which check the bounds. Deregistration removes the
-//! key first and drops the table's reference: a transfer holding an `Arc<Mr>` finishes
-//! on pinned memory, and the pages are unpinned when the last reference goes.
+//! [`Mr::read`] and [`Mr::atomic`], which check the bounds.
 //!
-//! The last reference must be dropped in process context (unpinning may sleep), and
-//! before the device is unregistered: the transport holds MRs only while its QP exists.
+//! The lookup runs under the table's lock and counts the transfer as a user of the
+//! region; the copy runs outside the lock (with interrupts on). Deregistration removes the key first, so no new
+//! transfer finds it, then waits for the counted users to finish before it unpins the
+//! pages, in process context (unpinning may sleep).
 
 use crate::{
     bindings,
@@ -22,7 +22,16 @@ use crate::{
     table::Table,
 };
 use core::ptr::NonNull;
-use kernel::{error::from_err_ptr, prelude::*, sync::Arc, types::Opaque};
+use kernel::{
+    error::from_err_ptr,
+    prelude::*,
+    sync::{
+        atomic::{Acquire, Atomic, Relaxed, Release},
+        Arc,
+    },
+    time::{delay::fsleep, Delta},
+    types::Opaque,
+};
 
 /// Access rights of an MR or QP (`enum ib_access_flags`, the values of `ibv_access_flags`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -126,9 +135,12 @@ pub enum AtomicOp {
 ///
 /// `umem` is a pinned user memory region of `length` bytes from `ib_umem_get`, owned by
 /// `self` and released on drop; `pages` are its pages in order (live while it is), and
-/// its first byte is at `first` in the first page.
+/// its first byte is at `first` in the first page. `users` counts the transfers of
+/// [`MrTable::with_mr`] that run on the region; it only rises while the region is in
+/// its table.
 pub struct Mr {
     umem: NonNull<bindings::ib_umem>,
+    users: Atomic<u32>,
     pages: KVVec<NonNull<bindings::page>>,
     first: usize,
     pd: PdId,
@@ -279,28 +291,16 @@ impl Drop for Mr {
 pub type MrTable = Table<Mr>;
 
 impl Table<Mr> {
-    /// Finds the MR of `key` if it belongs to `pd` and grants `access`.
+    /// Calls `f` with the MR of `key` if it belongs to `pd` and grants `access`.
     ///
     /// `EINVAL` for an unknown key, `EACCES` for another PD or a missing right (the
     /// transport maps both to the protection/access error of its side).
-    pub fn lookup(&self, key: u32, pd: PdId, access: Access) -> Result<Arc<Mr>> {
-        let mr = self.get(key >> 8).ok_or(EINVAL)?;
-        if mr.key != key {
-            return Err(EINVAL);
-        }
-        if mr.pd != pd || !mr.access.contains(access) {
-            return Err(EACCES);
-        }
-        Ok(mr)
-    }
-}
-
-impl Table<Mr> {
-    /// Like [`lookup`](Self::lookup), but calls `f` with the MR while it is registered
-    /// instead of returning a reference: usable in softirq context, and
-    /// `dereg_mr` cannot complete while `f` runs. `f` must not sleep.
+    ///
+    /// Usable in softirq context: no reference escapes, and [`unlist`](Self::unlist)
+    /// does not return while `f` runs. The lookup holds the table's lock; `f` runs
+    /// outside it and must not sleep.
     pub fn with_mr<R>(&self, key: u32, pd: PdId, access: Access, f: impl FnOnce(&Mr) -> Result<R>) -> Result<R> {
-        self.with(key >> 8, |mr| {
+        let mr = self.with(key >> 8, |mr| {
             let mr = mr.ok_or(EINVAL)?;
             if mr.key != key {
                 return Err(EINVAL);
@@ -308,8 +308,31 @@ impl Table<Mr> {
             if mr.pd != pd || !mr.access.contains(access) {
                 return Err(EACCES);
             }
-            f(mr)
-        })
+            // Under the table's lock, which `unlist` takes to remove the MR: a count
+            // raised here is one `unlist` waits for.
+            mr.users.add(1, Relaxed);
+            Ok(NonNull::from(mr))
+        })?;
+        // SAFETY: The MR was in the table when `users` was raised under the table's
+        // lock, and its owners drop it only through `unlist`, which waits for `users`
+        // to fall back to 0: it lives until the `fetch_sub` below.
+        let mr = unsafe { mr.as_ref() };
+        let r = f(mr);
+        // Release: the copies of `f` happen before `unlist` sees the count fall.
+        mr.users.fetch_sub(1, Release);
+        r
+    }
+
+    /// Removes the MR of `index` from the table and waits until no transfer of
+    /// [`with_mr`](Self::with_mr) runs on it; returns the table's reference. Sleeps.
+    pub fn unlist(&self, index: u32) -> Option<Arc<Mr>> {
+        let mr = self.remove(index)?;
+        // Acquire: pairs with the `Release` of `with_mr`; a transfer takes a copy's
+        // time, so a short sleep between looks suffices.
+        while mr.users.load(Acquire) != 0 {
+            fsleep(Delta::from_micros(20));
+        }
+        Some(mr)
     }
 }
 
@@ -412,6 +435,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
     // path by its drop), with its pages and its offset in the first.
     let mut mr = Some(Mr {
         umem,
+        users: Atomic::new(0),
         pages,
         first,
         pd,
@@ -439,7 +463,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
         GFP_KERNEL,
     )
     .inspect_err(|_| {
-        dev.objects().mrs.remove(index);
+        dev.objects().mrs.unlist(index);
     })?;
     let obj = KBox::into_raw(obj);
     // SAFETY: Fresh allocation; the core fills in device, PD and type after we return.
@@ -465,9 +489,9 @@ pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
     let obj = unsafe { KBox::from_raw(obj) };
     // SAFETY: The MR's device is live while it has MRs.
     let dev = unsafe { Device::<T>::from_raw((*obj.ib.get()).device) };
-    // Unlist first: no new transfer finds the key; those holding a reference finish.
+    // Unlist first: no new transfer finds the key, and those under way finish.
     if let Some(mr) = &obj.mr {
-        dev.objects().mrs.remove(mr.key >> 8);
+        dev.objects().mrs.unlist(mr.key >> 8);
     }
     drop(obj);
     0
