@@ -470,10 +470,18 @@ impl ConnCtx {
         while let Some(t) = conn.poll_transmit(now, buf) {
             // A packet that cannot be built (no memory, or its local buffer went away
             // with a deregistered MR) is not sent and counts as `tx_errors`: nothing
-            // goes out that is not the application's data, and the core retransmits.
-            let Ok(skb) = Self::build(dev, netdev, qps, &buf[..t.len], &t) else {
-                net.count_tx(Err(ENOMEM), 0);
-                continue;
+            // goes out that is not the application's data, and the core retransmits
+            // (a READ response without its memory as an access error).
+            let skb = match Self::build(dev, netdev, qps, &buf[..t.len], &t) {
+                Ok(skb) => skb,
+                Err(e) => {
+                    match &t.payload {
+                        Some(p) if e == EFAULT => conn.payload_unavailable(p),
+                        _ => {}
+                    }
+                    net.count_tx(Err(e), 0);
+                    continue;
+                }
             };
             let to = Destination {
                 src: self.src,
@@ -491,7 +499,8 @@ impl ConnCtx {
         }
     }
 
-    /// The datagram of `t`: the headers, then the payload gathered from local memory.
+    /// The datagram of `t`: the headers, then the payload gathered from local memory
+    /// (`EFAULT` when that memory is not there).
     fn build(
         dev: &Device<MetaRoceDriver>,
         netdev: &NetDevice,
@@ -503,7 +512,7 @@ impl ConnCtx {
         let mut skb = SkBuff::alloc_for_udp(netdev, headers.len() + plen, GFP_ATOMIC)?;
         skb.append(headers)?;
         if let Some(p) = &t.payload {
-            gather_payload(dev, qps, p, skb.put(plen)?)?;
+            gather_payload(dev, qps, p, skb.put(plen)?).map_err(|_| EFAULT)?;
         }
         Ok(skb)
     }

@@ -865,3 +865,38 @@ fn max_rd_atomic_counts_atomics_and_flushes_waiting_requests() {
         assert_eq!(flushed, [(3, WcStatus::WrFlushErr), (4, WcStatus::WrFlushErr)]);
     });
 }
+
+// spec: MR-CMP-9
+#[test]
+fn read_response_without_its_memory_turns_into_an_access_error() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        n.c[0].post_send(qp, read(0, 3000)).unwrap();
+        let req = n.out(0);
+        n.deliver(1, &req);
+        // The responder's region goes away after the READ was checked: the driver
+        // cannot gather the second segment, drops it and says so.
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        let mut resp = Vec::new();
+        while let Some(t) = n.c[1].poll_transmit(n.now, &mut buf) {
+            let p = t.payload;
+            if matches!(p, Some(Payload::Mr { va, .. }) if va != 0x1000) {
+                n.c[1].payload_unavailable(p.as_ref().unwrap());
+                continue;
+            }
+            let mut pkt = buf[..t.len].to_vec();
+            pkt.resize(t.len + p.map_or(0, |p| p.len() as usize), 0);
+            resp.push(pkt);
+        }
+        assert!(n.c[1].qps.qp(0).unwrap().error.is_some(), "the responder QP fails");
+        n.deliver(0, &resp);
+        n.settle();
+        n.at(1_000_000);
+        n.settle();
+        let done: Vec<(u64, WcStatus)> = n.completions(0).iter().map(|c| (c.wr_id, c.status)).collect();
+        assert_eq!(done, [(0, WcStatus::RemAccessErr)]);
+        // Only the first segment carried data: 1024 bytes placed.
+        assert_eq!(n.mem[0].placed, 1024);
+    });
+}
+

@@ -40,6 +40,8 @@ pub enum Payload {
     Mr {
         /// Local QP.
         qp: QpId,
+        /// The READ's MSN.
+        msn: u32,
         /// Local memory key (the peer's rkey).
         rkey: u32,
         /// Address of the first byte.
@@ -85,6 +87,26 @@ struct PathChoice {
 }
 
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
+    /// The caller could not read the payload of a transmission from local memory, and
+    /// did not send it. For a READ response, the memory left after the READ was
+    /// executed (its region was deregistered): the response turns into an access
+    /// error, and the QP fails ([MR-CMP-9]). The packet is lost to the core: its
+    /// retransmission, built from the response, carries the error. A send work
+    /// request's buffer that went away is the application's error: its packets stay
+    /// unsent until the request's retries run out.
+    //= Documentation/metaroce/spec.rst#responder-errors
+    pub fn payload_unavailable(&mut self, payload: &Payload) {
+        let Payload::Mr { qp, msn, .. } = *payload else { return };
+        let Some(q) = self.qps.qp_mut(qp.index()) else { return };
+        let Some((i, _)) = q.response(msn) else { return };
+        let Some(r) = q.responses.get_mut(i as usize % MAX_RESPONSES) else { return };
+        if r.atomic || r.status != crate::wire::Status::Ok {
+            return;
+        }
+        r.status = crate::wire::Status::AccessError;
+        q.fail(crate::event::WcStatus::RemAccessErr);
+    }
+
     /// Produces the next packet, if any may be sent at `now`.
     ///
     /// Writes the headers into `buf` (at least
@@ -441,6 +463,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 let len = r.len.saturating_sub(offset).min(mtu);
                 let payload = (r.status == crate::wire::Status::Ok && len > 0).then_some(Payload::Mr {
                     qp,
+                    msn: r.msn,
                     rkey: r.rkey,
                     va: r.va.wrapping_add(u64::from(offset)),
                     len,
