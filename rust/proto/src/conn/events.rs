@@ -52,7 +52,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let acked = seq_diff(q.req_acked.base(), w.last_ssn()) > 0;
             let responded = !w.wr.opcode.has_response()
                 || w.resp_last_ssn.is_some_and(|l| seq_diff(q.resp_rx.base(), l) > 0);
-            let status = if acked && responded {
+            // After the first error completion the rest are flushed, even those
+            // whose own response carried an error too ([MR-CMP-6]).
+            //= Documentation/metaroce/spec.rst#completion-ordering
+            let status = if q.sq_flushing {
+                Some(WcStatus::WrFlushErr)
+            } else if acked && responded {
                 Some(w.status.unwrap_or(WcStatus::Success))
             } else {
                 q.error.map(|_| w.status.unwrap_or(WcStatus::WrFlushErr))
@@ -60,6 +65,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             if let Some(status) = status {
                 if status != WcStatus::Success {
                     q.fail(status);
+                    q.sq_flushing = true;
                 }
                 q.sq_head = head.wrapping_add(1);
                 if seq_diff(q.send_msn, q.sq_head) < 0 {

@@ -149,6 +149,9 @@ pub(crate) struct Qp {
     /// MSN of the oldest of them (or of a later work request) while there are any.
     pub(crate) rd_atomic_msn: u32,
     pub(crate) error_reported: bool,
+    /// A send work request completed with an error: every later one completes
+    /// with `WrFlushErr`, whatever became of it.
+    pub(crate) sq_flushing: bool,
 
     // Requester.
     pub(crate) sq: [SendWr; MAX_SEND_WR],
@@ -288,6 +291,7 @@ impl Qp {
             rd_atomic_out: 0,
             rd_atomic_msn: 0,
             error_reported: false,
+            sq_flushing: false,
             sq <- init_array_from_fn(|_| SendWr::default()),
             sq_head: 0,
             next_msn: 0,
@@ -325,6 +329,7 @@ impl Qp {
             rd_atomic_out: 0,
             rd_atomic_msn: 0,
             error_reported: false,
+            sq_flushing: false,
             sq: [SendWr::default(); MAX_SEND_WR],
             sq_head: 0,
             next_msn: 0,
@@ -360,6 +365,7 @@ impl Qp {
         self.rd_atomic_out = 0;
         self.rd_atomic_msn = 0;
         self.error_reported = false;
+        self.sq_flushing = false;
         self.sq.iter_mut().for_each(|w| *w = SendWr::default());
         self.sq_head = 0;
         self.next_msn = 0;

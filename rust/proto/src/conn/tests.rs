@@ -900,3 +900,34 @@ fn read_response_without_its_memory_turns_into_an_access_error() {
     });
 }
 
+// spec: MR-CMP-6
+#[test]
+fn work_requests_after_an_error_completion_are_flushed() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        for id in 0..3 {
+            n.c[0].post_send(qp, read(id, 64)).unwrap();
+        }
+        let req = n.out(0);
+        n.deliver(1, &req);
+        // All three READs were executed; then the memory went: every response
+        // turns into an error, but only the first WR reports its own.
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        let mut acks = Vec::new();
+        while let Some(t) = n.c[1].poll_transmit(n.now, &mut buf) {
+            match t.payload {
+                Some(p) => n.c[1].payload_unavailable(&p),
+                None => acks.push(buf[..t.len].to_vec()),
+            }
+        }
+        n.deliver(0, &acks);
+        n.settle();
+        let mut done = Vec::new();
+        for ms in 1..50 {
+            n.at(ms * 1000);
+            n.settle();
+            done.extend(n.completions(0).iter().map(|c| (c.wr_id, c.status)));
+        }
+        assert_eq!(done, [(0, WcStatus::RemAccessErr), (1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)]);
+    });
+}
