@@ -10,18 +10,21 @@
 # expect, listed in RXE_DEVIATIONS: metaroce must behave as expected there.
 
 import argparse
+import ctypes
 import errno
+import mmap
 import subprocess
 import sys
 import time
 
 import pyverbs.enums as e
+from pyverbs.mr import MR
 from pyverbs.pyverbs_error import PyverbsRDMAError
 from pyverbs.qp import QPAttr
 from pyverbs.wr import SGE, RecvWR, SendWR
 
 from rc_common import (ACCESS_ALL, QP_STATE, Fail, Side, check, connect, no_completion,
-                       poll_one, status_name, to_init, to_rtr)
+                       poll, poll_one, status_name, to_init, to_rtr)
 
 LW, RW, RR, RA = (e.IBV_ACCESS_LOCAL_WRITE, e.IBV_ACCESS_REMOTE_WRITE,
                   e.IBV_ACCESS_REMOTE_READ, e.IBV_ACCESS_REMOTE_ATOMIC)
@@ -221,6 +224,60 @@ def case_rnr_recovers():
     expect_state(b, e.IBV_QPS_RTS, 'rnr_ok', f'{what}: responder')
     print(f'{what}: delivered')
     close(a, b)
+
+
+def dereg_in_flight(what, opcode, want):
+    """A streams 64 KiB opcode requests, 16 outstanding, at an MR of B that B
+    deregisters after 50 completed: the requests before complete, a later one fails with
+    a status in want and the requester's QP goes to ERR. The MR is over memory of this
+    program, which stays mapped after ibv_dereg_mr: nothing may write it once that
+    returned."""
+    a, b = pair()
+    local = a.mr(SIZE)
+    fill(local, 0x33)
+    mem = mmap.mmap(-1, SIZE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(mem))
+    target = MR(b.pd, SIZE, ACCESS_ALL, address=addr)
+    rkey = target.rkey
+    posted = done = 0
+    failed = None
+    deadline = time.monotonic() + 120
+    while failed is None:
+        while posted - done < 16:
+            a.qp.post_send(rdma_wr(posted, opcode, local, SIZE, rkey, addr))
+            posted += 1
+        wc = wait_wc(a.scq, done, f'{what}: WR {done}')
+        done += 1
+        if wc.status != e.IBV_WC_SUCCESS:
+            failed = wc
+        elif done == 50:
+            target.close()
+            mem[:] = bytes([0x44]) * SIZE
+        check(time.monotonic() < deadline, f'{what}: {done} WRs completed, none failed')
+    check(done > 50, f'{what}: WR {done - 1} failed before the MR was deregistered: '
+                     f'{status_name(failed.status)}')
+    expect(failed.status in want, 'rem_access',
+           f'{what}: status {status_name(failed.status)}, want one of '
+           f'{", ".join(status_name(w) for w in want)}')
+    expect_state(a, e.IBV_QPS_ERR, 'req_err_state', f'{what}: requester')
+    for wc in poll(a.scq, posted - done, 60, f'{what}: the rest'):
+        expect_status(wc, e.IBV_WC_WR_FLUSH_ERR, 'flush', f'{what}: WR {wc.wr_id}')
+    got = mem[:]
+    bad = [i for i, c in enumerate(got) if c != 0x44]
+    check(not bad, f'{what}: {len(bad)} bytes written after ibv_dereg_mr, first at '
+                   f'{bad[0] if bad else 0}')
+    print(f'{what}: {done - 1} WRs completed, then {status_name(failed.status)}; '
+          f'requester in {state_name(a.state())}')
+    close(a, b)
+
+
+def case_dereg_in_flight():
+    dereg_in_flight('WRITEs into an MR deregistered under them', e.IBV_WR_RDMA_WRITE,
+                    (e.IBV_WC_REM_ACCESS_ERR,))
+    # A READ executed before the MR went but answered after turns into an access
+    # error too ([MR-CMP-9]).
+    dereg_in_flight('READs from an MR deregistered under them', e.IBV_WR_RDMA_READ,
+                    (e.IBV_WC_REM_ACCESS_ERR,))
 
 
 def retry_exceeded(what, breaker, repair=None):

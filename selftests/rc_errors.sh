@@ -47,6 +47,7 @@ CASES=(
 	"no_remote_write:WRITE to an MR without REMOTE_WRITE: IBV_WC_REM_ACCESS_ERR"
 	"no_remote_read:READ from an MR without REMOTE_READ: IBV_WC_REM_ACCESS_ERR"
 	"no_remote_atomic:FETCH_AND_ADD on an MR without REMOTE_ATOMIC: IBV_WC_REM_ACCESS_ERR"
+	"dereg_in_flight:WRITE and READ at an MR deregistered under them: an error, nothing written after"
 	"rnr_exceeded:SEND without a receive, rnr_retry 0/1/3: IBV_WC_RNR_RETRY_EXC_ERR"
 	"rnr_recovers:SEND with rnr_retry 7 and a late receive: delivered"
 	"peer_qp_destroyed:WRITE to a destroyed peer QP: IBV_WC_RETRY_EXC_ERR"
