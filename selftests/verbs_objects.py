@@ -534,10 +534,44 @@ def case_ud(dev, peer_dev):
     check(ud_send(a, qa, ah, qb, 0x2222, mtu + 1) == e.IBV_WC_LOC_LEN_ERR, f'{mtu + 1} B over MTU {mtu} sent')
 
 
+def fill_to_limit(make, limit, what):
+    """Creates objects with make() until one is refused, which must be with ENOMEM,
+    after at most limit and at least limit - 16 (the kernel holds a few objects of its
+    own: the MAD layer's PD, CQ and QP). A unit freed can be taken again."""
+    objs = []
+    while True:
+        try:
+            objs.append(make())
+        except PyverbsRDMAError as ex:
+            check(ex.error_code == errno.ENOMEM,
+                  f'{what} {len(objs) + 1}: errno {ex.error_code}, expected ENOMEM')
+            break
+        check(len(objs) <= limit, f'{what}: {len(objs)} created, max_{what.lower()} {limit}')
+    check(len(objs) >= limit - 16, f'{what}: refused after {len(objs)} of {limit}')
+    objs.pop().close()
+    objs.append(make())
+    print(f'{what}: {len(objs)} created of max {limit}, then ENOMEM')
+    return objs
+
+
+def case_limits(dev):
+    """Two kinds with the smallest limits (the count is the same code for all six)."""
+    ctx = Context(name=dev)
+    attr = ctx.query_device()
+    pd = PD(ctx)
+    cqs = fill_to_limit(lambda: CQ(ctx, 1, None, None, 0), attr.max_cq, 'CQ')
+    srqs = fill_to_limit(lambda: SRQ(pd, SrqInitAttr(SrqAttr(max_wr=1, max_sge=1))),
+                         attr.max_srq, 'SRQ')
+    for o in srqs + cqs:
+        o.close()
+    pd.close()
+    ctx.close()
+
+
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
-    'ud': case_ud, 'solicited': case_solicited,
+    'ud': case_ud, 'solicited': case_solicited, 'limits': case_limits,
 }
 
 if __name__ == '__main__':

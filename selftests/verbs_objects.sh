@@ -32,6 +32,12 @@ test_cq_overflow() { vo cq_overflow mroce0; }
 test_ah() { vo ah mroce0 mroce1; }
 test_srq() { vo srq mroce0 mroce1; }
 test_solicited() { vo solicited mroce0 mroce1; }
+# max_cq CQs and max_srq SRQs take about a minute here.
+test_limits() {
+	py_run 400 "$VO" limits mroce0
+	[ $PY_RC -eq 0 ] || { fail "verbs_objects.py limits mroce0: exit $PY_RC"; return; }
+	return $KSFT_PASS
+}
 
 # Deleting the device while a process has a PD, MR, CQ and QP open with the rings
 # mapped: the core destroys the objects; the process's mappings stay valid memory.
@@ -66,7 +72,7 @@ PY
 }
 
 ktap_print_header
-ktap_set_plan 10
+ktap_set_plan 11
 if ! [ -x $PY ] || ! $PY -c 'import pyverbs' 2>/dev/null; then
 	ktap_print_msg "python3-pyverbs is not installed"
 	exit $KSFT_SKIP
@@ -84,5 +90,6 @@ ktap_test "CQ overflow raises IBV_EVENT_CQ_ERR" test_cq_overflow
 ktap_test "AHs to the peer's GID; bad source GID index refused" test_ah
 ktap_test "SRQs: limits, resize refused, SENDs into shared receives, limit and last-WQE events" test_srq
 ktap_test "CQ armed for solicited completions: no event for a plain SEND, one for SEND_SOLICITED" test_solicited
+ktap_test "max_cq CQs and max_srq SRQs, then ENOMEM" test_limits
 ktap_test "rdma link del with MR, CQ and QP open and mapped" test_delete_with_objects
 ktap_finished

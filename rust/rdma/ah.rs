@@ -97,6 +97,7 @@ pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
         if av.port_num != 1 {
             return Err(EINVAL);
         }
+        let taken = dev.objects().quotas.ah.take(T::device_attributes(dev).max_ah)?;
         // The CM creates AHs under spinlocks (without `RDMA_CREATE_AH_SLEEPABLE`), and the
         // AH is made under the table's lock: never sleep here.
         let num = dev.objects().ahs.insert_atomic(|num| Ok(Arc::new(Ah { num, pd, av }, GFP_ATOMIC)?))?;
@@ -113,6 +114,7 @@ pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
         let ah = dev.objects().ahs.get(num).ok_or(EINVAL)?;
         // SAFETY: The core zeroed our part; the AH is not visible yet.
         unsafe { (*ibah.cast::<AhObject>()).ah = Some(ah) };
+        taken.keep();
         Ok(0)
     })
 }
@@ -124,6 +126,7 @@ pub(crate) unsafe extern "C" fn destroy_ah<T: Driver>(
     // SAFETY: The core destroys a live AH of ours once.
     let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibah).device), &mut *ibah.cast::<AhObject>()) };
     if let Some(ah) = obj.ah.take() {
+        dev.objects().quotas.ah.put();
         dev.objects().ahs.remove(ah.num);
     }
     0

@@ -414,6 +414,7 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
         }
+        let taken = dev.objects().quotas.cq.take(T::device_attributes(dev).max_cq)?;
         let max_cqe = T::device_attributes(dev).max_cqe;
         if attr.cqe == 0 || attr.cqe > max_cqe {
             return Err(EINVAL);
@@ -459,17 +460,19 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
         obj.cq = Some(cq);
         // SAFETY: As above; the core reports `cqe` back to user space.
         unsafe { (*ibcq).cqe = cqe as _ };
+        taken.keep();
         Ok(0)
     })
 }
 
-pub(crate) unsafe extern "C" fn destroy_cq(
+pub(crate) unsafe extern "C" fn destroy_cq<T: Driver>(
     ibcq: *mut bindings::ib_cq,
     _udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
     // SAFETY: The core destroys a live CQ of ours once, with no QP using it any more.
-    let obj = unsafe { CqObject::from_raw(ibcq) };
+    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibcq).device), CqObject::from_raw(ibcq)) };
     if let Some(cq) = obj.cq.take() {
+        dev.objects().quotas.cq.put();
         // Detach under the lock: no handler runs on the `ib_cq` after this; the ring is
         // unmapped here, in process context, while the user context is still live.
         let attached = cq.inner.lock().attached.take();

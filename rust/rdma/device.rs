@@ -18,6 +18,7 @@ use crate::{
     mr::{self, MrTable},
     netdev::{NetDevice, NetDeviceId},
     qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
+    quota::Quotas,
     srq::{self, Srq},
     table::Table,
     stats::{self, CounterDesc},
@@ -245,6 +246,8 @@ pub struct Objects<T: Driver> {
     /// Shared receive queues by number.
     #[pin]
     pub srqs: Table<Srq>,
+    /// The live objects of each kind, against the device's limits.
+    pub quotas: Quotas,
 }
 
 impl<T: Driver> Objects<T> {
@@ -254,6 +257,7 @@ impl<T: Driver> Objects<T> {
             qps <- Table::new(qp::QPN_MIN, qp::QPN_MAX),
             ahs <- Table::new(ah::AH_NUM_MIN, ah::AH_NUM_MAX),
             srqs <- Table::new(srq::SRQ_NUM_MIN, srq::SRQ_NUM_MAX),
+            quotas: Quotas::new(),
         })
     }
 }
@@ -471,7 +475,7 @@ impl<T: Driver> Device<T> {
             reg_user_mr: Some(mr::reg_user_mr::<T>),
             dereg_mr: Some(mr::dereg_mr::<T>),
             create_cq: Some(cq::create_cq::<T>),
-            destroy_cq: Some(cq::destroy_cq),
+            destroy_cq: Some(cq::destroy_cq::<T>),
             resize_user_cq: Some(cq::resize_user_cq::<T>),
             req_notify_cq: Some(cq::req_notify_cq),
             poll_cq: Some(cq::poll_cq),
@@ -795,7 +799,12 @@ impl<T: Driver> Adapter<T> {
     ) -> kernel::ffi::c_int {
         // SAFETY: The core passes a live PD of one of our live devices.
         let dev = unsafe { Device::<T>::from_raw((*pd).device) };
-        from_result(|| T::alloc_pd(dev).map(|()| 0))
+        from_result(|| {
+            let taken = dev.objects().quotas.pd.take(T::device_attributes(dev).max_pd)?;
+            T::alloc_pd(dev)?;
+            taken.keep();
+            Ok(0)
+        })
     }
 
     unsafe extern "C" fn dealloc_pd(
@@ -805,6 +814,7 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: As in `alloc_pd`.
         let dev = unsafe { Device::<T>::from_raw((*pd).device) };
         T::dealloc_pd(dev);
+        dev.objects().quotas.pd.put();
         0
     }
 

@@ -411,6 +411,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
     if length == 0 || length > T::device_attributes(dev).max_mr_size {
         return Err(EINVAL);
     }
+    let taken = dev.objects().quotas.mr.take(T::device_attributes(dev).max_mr)?;
     let addr = usize::try_from(start).map_err(|_| EINVAL)?;
     let len = usize::try_from(length).map_err(|_| EINVAL)?;
     iova.checked_add(length).ok_or(EINVAL)?;
@@ -466,6 +467,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
         dev.objects().mrs.unlist(index);
     })?;
     let obj = KBox::into_raw(obj);
+    taken.keep();
     // SAFETY: Fresh allocation; the core fills in device, PD and type after we return.
     unsafe {
         let ib = (*obj).ib.get();
@@ -492,6 +494,7 @@ pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
     // Unlist first: no new transfer finds the key, and those under way finish.
     if let Some(mr) = &obj.mr {
         dev.objects().mrs.unlist(mr.key >> 8);
+        dev.objects().quotas.mr.put();
     }
     drop(obj);
     0

@@ -1165,9 +1165,12 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
             bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
             _ => return Err(EOPNOTSUPP),
         };
+        let taken = dev.objects().quotas.qp.take(T::device_attributes(dev).max_qp)?;
         let Some(udata) = udata else {
             // SAFETY: As above.
-            return unsafe { create_kernel_qp::<T>(ibqp, dev, init, qp_type) };
+            let created = unsafe { create_kernel_qp::<T>(ibqp, dev, init, qp_type) }?;
+            taken.keep();
+            return Ok(created);
         };
         if qp_type == QpType::Gsi {
             return Err(EINVAL);
@@ -1255,6 +1258,7 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
             (*ibqp).qp_num = qpn;
             QpObject::<T>::from_raw(ibqp).qp = Some(qp);
         }
+        taken.keep();
         Ok(0)
     })
 }
@@ -1699,6 +1703,7 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
     let Some(qp) = obj.qp.take() else {
         return 0;
     };
+    dev.objects().quotas.qp.put();
     dev.objects().qps.remove(qp.qpn);
     // The driver stops its work on the QP; it may still hold references afterwards.
     T::qp_destroying(dev, &qp);

@@ -25,6 +25,7 @@ pub mod netdev;
 pub mod qp;
 pub mod random;
 pub mod queue;
+pub mod quota;
 pub mod table;
 pub mod udata;
 mod route;

@@ -179,6 +179,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
         {
             return Err(EINVAL);
         }
+        let taken = dev.objects().quotas.srq.take(lim.max_srq)?;
         let max_sge = a.max_sge.max(1);
         // SAFETY: The user context is live during the verb.
         let queue = unsafe {
@@ -222,6 +223,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
         a.max_sge = max_sge;
         // SAFETY: The core zeroed our part; nobody else sees the SRQ yet.
         unsafe { SrqObject::from_raw(ibsrq).srq = Some(srq) };
+        taken.keep();
         Ok(0)
     })
 }
@@ -275,6 +277,7 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
     // SAFETY: The core destroys a live SRQ of ours once, with no QP using it any more.
     let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibsrq).device), SrqObject::from_raw(ibsrq)) };
     if let Some(srq) = obj.srq.take() {
+        dev.objects().quotas.srq.put();
         dev.objects().srqs.remove(srq.num);
         // Detach under the lock: no event after this; unmap the ring here, in process
         // context, while the user context is live. QPs that still hold the `Srq`
