@@ -12,9 +12,10 @@
 //! [`Mr::read`] and [`Mr::atomic`], which check the bounds.
 //!
 //! The lookup runs under the table's lock and counts the transfer as a user of the
-//! region; the copy runs outside the lock (with interrupts on). Deregistration removes the key first, so no new
-//! transfer finds it, then waits for the counted users to finish before it unpins the
-//! pages, in process context (unpinning may sleep).
+//! region; the copy runs outside the lock (with interrupts on). Deregistration
+//! ([`MrTable::unlist`], the only way an MR leaves its table) removes the key first, so
+//! no new transfer finds it, then waits for the counted users to finish before it
+//! unpins the pages, in process context (unpinning may sleep).
 
 use crate::{
     bindings,
@@ -325,6 +326,8 @@ impl Table<Mr> {
 
     /// Removes the MR of `index` from the table and waits until no transfer of
     /// [`with_mr`](Self::with_mr) runs on it; returns the table's reference. Sleeps.
+    /// MRs must leave the table this way only (not with [`Table::remove`]): the
+    /// safety of `with_mr` rests on it.
     pub fn unlist(&self, index: u32) -> Option<Arc<Mr>> {
         let mr = self.remove(index)?;
         // Acquire: pairs with the `Release` of `with_mr`; a transfer takes a copy's
