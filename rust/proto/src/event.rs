@@ -68,6 +68,17 @@ pub struct Completion {
     pub solicited: bool,
 }
 
+/// Why a responder refused a request ([`Event::ResponderError`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ResponderError {
+    /// The request named memory it may not access: a bad rkey, an address outside
+    /// the region or a missing right (verbs `IBV_EVENT_QP_ACCESS_ERR`).
+    Access,
+    /// The request itself was invalid, such as a misaligned atomic (verbs
+    /// `IBV_EVENT_QP_REQ_ERR`).
+    InvalidRequest,
+}
+
 /// An event for the driver.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Event {
@@ -80,6 +91,14 @@ pub enum Event {
         qp: QpId,
         /// The error that caused it.
         status: WcStatus,
+    },
+    /// The QP's responder refused a request of the peer (verbs reports this as an
+    /// affiliated asynchronous error; no local completion carries it).
+    ResponderError {
+        /// The QP.
+        qp: QpId,
+        /// What was wrong with the request.
+        error: ResponderError,
     },
     /// A path was retired after repeated timeouts and its source port re-rolled.
     PathRetired {

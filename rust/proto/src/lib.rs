@@ -53,7 +53,7 @@ pub mod wire;
 mod wr;
 
 pub use conn::{stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop, Stats};
-pub use event::{Completion, Event, WcOpcode, WcStatus};
+pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};
 pub use memory::{AtomicOp, Dest, MemError, Memory};
 pub use psn::Psn;
 pub use timer::Instant;

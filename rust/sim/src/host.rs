@@ -213,7 +213,7 @@ impl MetaHost {
                     }
                 }
                 Event::PathRetired { .. } => self.stats.paths_retired += 1,
-                Event::QpError { .. } | Event::Closed { .. } => {}
+                Event::QpError { .. } | Event::ResponderError { .. } | Event::Closed { .. } => {}
             }
         }
     }

@@ -33,12 +33,13 @@ use kernel::{
 use metaroce_proto::{
     cc::Aimd,
     constants::{MIN_TRANSMIT_BUF, UDP_PORT},
-    Config, Connection, Event, Instant as CoreInstant, PostError, QpId, QpSlot, QpStore, Stats, Transmit,
+    Config, Connection, Event, Instant as CoreInstant, PostError, QpId, QpSlot, QpStore, ResponderError, Stats,
+    Transmit,
 };
 use rdma::{
     device::{Device, Registry},
     netdev::{NetDevice, NetDeviceId},
-    qp::Qp,
+    qp::{Qp, QpEvent},
     skb::SkBuff,
     sync::SpinLockBh,
     udp::{Destination, Ecn, OwnedDatagram, RouteCache},
@@ -449,6 +450,14 @@ impl ConnCtx {
                     if let Some(b) = qps.get_mut(qp.index()).and_then(Option::as_mut) {
                         b.qp.set_error();
                         b.failed = true;
+                    }
+                }
+                Event::ResponderError { qp, error } => {
+                    if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
+                        b.qp.raise_event(match error {
+                            ResponderError::Access => QpEvent::AccessErr,
+                            ResponderError::InvalidRequest => QpEvent::ReqErr,
+                        });
                     }
                 }
                 Event::PathRetired { .. } | Event::Closed { .. } => {}

@@ -308,9 +308,21 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     pub(crate) fn report_qp_errors(&mut self) {
         for i in 0..self.qps.len() {
             let Some(q) = self.qps.qp_mut(i) else { continue };
-            if let (Some(status), false) = (q.error, q.error_reported) {
-                q.error_reported = true;
-                self.push_event(Event::QpError { qp: super::QpId(i as u16), status });
+            let qp = super::QpId(i as u16);
+            let responder = q.responder_error.take();
+            let failed = match (q.error, q.error_reported) {
+                (Some(status), false) => {
+                    q.error_reported = true;
+                    Some(status)
+                }
+                _ => None,
+            };
+            // The QP is in the error state when the application learns why.
+            if let Some(status) = failed {
+                self.push_event(Event::QpError { qp, status });
+            }
+            if let Some(error) = responder {
+                self.push_event(Event::ResponderError { qp, error });
             }
         }
     }

@@ -13,7 +13,7 @@
 //= Documentation/metaroce/spec.rst#streams
 
 use crate::constants::{MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, MAX_SEND_WR};
-use crate::event::{WcOpcode, WcStatus};
+use crate::event::{ResponderError, WcOpcode, WcStatus};
 use crate::psn::seq_diff;
 use crate::sack::ReasmWindow;
 use crate::timer::Instant;
@@ -152,6 +152,9 @@ pub(crate) struct Qp {
     /// A send work request completed with an error: every later one completes
     /// with `WrFlushErr`, whatever became of it.
     pub(crate) sq_flushing: bool,
+    /// The request whose refusal failed the QP, until reported as
+    /// [`Event::ResponderError`](crate::Event::ResponderError).
+    pub(crate) responder_error: Option<ResponderError>,
 
     // Requester.
     pub(crate) sq: [SendWr; MAX_SEND_WR],
@@ -275,6 +278,23 @@ impl Qp {
             self.error = Some(status);
         }
     }
+
+    /// The responder refused a request: the QP fails ([MR-CMP-8]) and, if this
+    /// failed it, reports why ([MR-CMP-10]). A status that refuses nothing changes
+    /// nothing.
+    pub(crate) fn fail_responder(&mut self, status: Status) {
+        let error = match status {
+            Status::Ok => return,
+            Status::AccessError => Some(ResponderError::Access),
+            Status::InvalidRequest => Some(ResponderError::InvalidRequest),
+            // The responder's own failure, not the request's: the QP error says it.
+            Status::RemoteOpError => None,
+        };
+        if self.error.is_none() {
+            self.responder_error = error;
+        }
+        self.fail(WcStatus::RemAccessErr);
+    }
 }
 
 impl Qp {
@@ -292,6 +312,7 @@ impl Qp {
             rd_atomic_msn: 0,
             error_reported: false,
             sq_flushing: false,
+            responder_error: None,
             sq <- init_array_from_fn(|_| SendWr::default()),
             sq_head: 0,
             next_msn: 0,
@@ -330,6 +351,7 @@ impl Qp {
             rd_atomic_msn: 0,
             error_reported: false,
             sq_flushing: false,
+            responder_error: None,
             sq: [SendWr::default(); MAX_SEND_WR],
             sq_head: 0,
             next_msn: 0,
@@ -366,6 +388,7 @@ impl Qp {
         self.rd_atomic_msn = 0;
         self.error_reported = false;
         self.sq_flushing = false;
+        self.responder_error = None;
         self.sq.iter_mut().for_each(|w| *w = SendWr::default());
         self.sq_head = 0;
         self.next_msn = 0;

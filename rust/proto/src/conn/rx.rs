@@ -308,7 +308,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     if let Err(e) = mem.place(qp, dest, payload) {
                         // The responder QP fails too.
                         //= Documentation/metaroce/spec.rst#responder-errors
-                        q.fail(WcStatus::RemAccessErr);
+                        q.fail_responder(status_of(e));
                         return Seg::Nak(nak_of(e));
                     }
                 }
@@ -477,9 +477,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     // The error response still goes out (responses are sent in any
                     // state); the responder QP fails.
                     //= Documentation/metaroce/spec.rst#responder-errors
-                    if r.status != crate::wire::Status::Ok {
-                        q.fail(WcStatus::RemAccessErr);
-                    }
+                    q.fail_responder(r.status);
                     q.next_resp_ssn = q.next_resp_ssn.wrapping_add(r.nsegs);
                     if let Some(slot) = q.responses.get_mut(q.resp_tail as usize % MAX_RESPONSES) {
                         *slot = r;

@@ -931,3 +931,26 @@ fn work_requests_after_an_error_completion_are_flushed() {
         assert_eq!(done, [(0, WcStatus::RemAccessErr), (1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)]);
     });
 }
+
+// spec: MR-CMP-10
+#[test]
+fn responder_reports_the_refused_request_once() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        n.c[0].post_send(qp, write(0, 100, 0xBAD)).unwrap();
+        n.c[0].post_send(qp, write(1, 100, 0xBAD)).unwrap();
+        n.settle();
+        let mut events = Vec::new();
+        while let Some(e) = n.c[1].poll_event() {
+            events.push(e);
+        }
+        let peer = QpId(0);
+        assert_eq!(
+            events,
+            [
+                Event::QpError { qp: peer, status: WcStatus::RemAccessErr },
+                Event::ResponderError { qp: peer, error: crate::event::ResponderError::Access },
+            ]
+        );
+    });
+}

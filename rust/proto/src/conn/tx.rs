@@ -104,7 +104,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             return;
         }
         r.status = crate::wire::Status::AccessError;
-        q.fail(crate::event::WcStatus::RemAccessErr);
+        q.fail_responder(crate::wire::Status::AccessError);
     }
 
     /// Produces the next packet, if any may be sent at `now`.
