@@ -5,6 +5,8 @@
 # subsystem is in shared namespace mode, so a process in either namespace sees both
 # devices, and their traffic still crosses the veth pair.
 
+import os
+import select
 import time
 
 import pyverbs.enums as e
@@ -60,7 +62,11 @@ class Side:
 
     def __init__(self, dev, send_wr=64, recv_wr=64, sge=4, cqe=1024, sig_all=1):
         self.dev = dev
+        before = event_fds()
         self.ctx = Context(name=dev)
+        # The context's asynchronous event file, to wait for an event with a timeout.
+        new = event_fds() - before
+        self.async_fd = new.pop() if len(new) == 1 else None
         self.pd = PD(self.ctx)
         self.scq = CQ(self.ctx, cqe, None, None, 0)
         self.rcq = CQ(self.ctx, cqe, None, None, 0)
@@ -75,6 +81,28 @@ class Side:
 
     def state(self):
         return self.qp.query(e.IBV_QP_STATE)[0].qp_state
+
+    def async_event(self, wait=5.0):
+        """The next asynchronous event's type (acknowledged), or None after wait s."""
+        check(self.async_fd is not None, f'{self.dev}: no asynchronous event file found')
+        if not select.select([self.async_fd], [], [], wait)[0]:
+            return None
+        ev = self.ctx.get_async_event()
+        kind = ev.event_type
+        ev.ack()
+        return kind
+
+
+def event_fds():
+    """This process's uverbs event files (asynchronous events, completion channels)."""
+    fds = set()
+    for name in os.listdir('/proc/self/fd'):
+        try:
+            if 'infinibandevent' in os.readlink(f'/proc/self/fd/{name}'):
+                fds.add(int(name))
+        except OSError:
+            continue
+    return fds
 
 
 def to_init(side, access=ACCESS_ALL & ~e.IBV_ACCESS_LOCAL_WRITE):
