@@ -7,4 +7,4 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 [ -f metaroce.ko ] || { echo "selftests: build the module first (make)" >&2; exit 1; }
-tools/vm-run --kmemleak -t 1800 "selftests/run_tests.sh $*"
+tools/vm-run --kmemleak -t 3000 "selftests/run_tests.sh $*"
