@@ -127,10 +127,15 @@ run_once() {
 	sleep 0.5
 }
 
+# selected TEST: whether BENCH_FILTER (if set) matches TEST.
+selected() {
+	[ -z "${BENCH_FILTER:-}" ] || echo "$1" | grep -Eq -- "$BENCH_FILTER"
+}
+
 # both TEST TOOL ARGS...: REPEAT pairs of runs, metaroce then rxe.
 both() {
 	local i
-	[ -n "${BENCH_FILTER:-}" ] && ! echo "$1" | grep -Eq -- "$BENCH_FILTER" && return
+	selected "$1" || return
 	for i in $(seq "$REPEAT"); do
 		run "$1" metaroce "${@:2}"
 		run "$1" rxe "${@:2}"
@@ -168,7 +173,7 @@ IMPAIRMENTS=("none" "loss 0%" "loss 0.1%" "loss 1%" "delay 100us reorder 95%")
 for i in $(seq "$REPEAT"); do
 	for imp in "${IMPAIRMENTS[@]}"; do
 		test="ib_write_bw 65536B ${imp/none/clean}"
-		[ -n "${BENCH_FILTER:-}" ] && ! echo "$test" | grep -Eq -- "$BENCH_FILTER" && continue
+		selected "$test" || continue
 		netem "$imp"
 		run "$test" metaroce ib_write_bw --report_gbits -s 65536 -D "$DURATION"
 		run "$test" rxe ib_write_bw --report_gbits -s 65536 -D "$DURATION"
