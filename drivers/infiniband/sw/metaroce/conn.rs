@@ -4,10 +4,10 @@
 //! single serialized context that drives it.
 //!
 //! Everything that touches the connection runs under its lock, a spinlock taken with
-//! bottom halves disabled: the send doorbell, the work items that it, receive and the
-//! hrtimer queue (in softirq context, or in a worker while the connection streams), and
-//! the verbs that bind, fail or unbind a QP. Nothing in there sleeps. See
-//! Documentation/metaroce/design.rst, "The transport engine".
+//! bottom halves disabled: the work item that receive and the hrtimer queue (softirq),
+//! the send doorbell or the send work item it queues, and the verbs that bind, fail or
+//! unbind a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The
+//! transport engine".
 
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;
@@ -127,17 +127,13 @@ pub(crate) struct ConnCtx {
     /// The core's clock starts at the connection's creation.
     epoch: Instant<Monotonic>,
     pub(crate) counters: ConnCounters,
-    /// A QP has [`STREAMING_DEPTH`] or more send requests outstanding: the connection
-    /// runs in a worker ([`ConnCtx::kick`]).
-    streaming: Atomic<bool>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
     state: SpinLockBh<ConnState>,
-    /// Runs the connection in softirq context.
     #[pin]
     work: Work<ConnCtx>,
-    /// Runs the connection in a worker, while it streams.
+    /// Runs the connection for the send doorbell of a streaming QP.
     #[pin]
     send_work: Work<ConnCtx, SEND_WORK>,
     #[pin]
@@ -147,8 +143,8 @@ pub(crate) struct ConnCtx {
 /// The id of [`ConnCtx::send_work`].
 const SEND_WORK: u64 = 1;
 
-/// Outstanding send work requests from which a QP streams: its connection runs in a
-/// worker ([`ConnCtx::kick`]).
+/// Outstanding send work requests from which a QP's doorbell leaves the transmission
+/// to a worker ([`ConnCtx::doorbell`]).
 const STREAMING_DEPTH: u64 = 4;
 
 impl_has_work! {
@@ -231,7 +227,6 @@ impl ConnCtx {
                 ndev,
                 epoch,
                 counters: ConnCounters::new(),
-                streaming: Atomic::new(false),
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
@@ -246,23 +241,11 @@ impl ConnCtx {
         CoreInstant::from_nanos(self.epoch.elapsed().as_nanos().max(0) as u64)
     }
 
-    /// Has the connection run (no-op if a run is already queued).
-    ///
-    /// Normally on the high-priority bottom-half workqueue: in softirq context, like a
-    /// tasklet, without waiting for a worker thread to be scheduled (a worker can wait
-    /// milliseconds for a CPU that busy-polling applications hold).
-    ///
-    /// While the connection streams, on the unbound workqueue, as rdma_rxe runs its
-    /// tasks: softirqs run on the CPU that raised them, and with veth, or a NIC
-    /// interrupting the application's CPU, that is where the application posts and
-    /// polls, so every run would take that CPU from it while another CPU idles. A
-    /// worker runs wherever the scheduler finds room.
+    /// Queues the work item (no-op if it is already queued) on the high-priority
+    /// bottom-half workqueue: it runs in softirq context, like a tasklet, without
+    /// waiting for a worker thread to be scheduled.
     pub(crate) fn kick(self: &Arc<Self>) {
-        if self.streaming.load(Relaxed) {
-            let _ = workqueue::system_unbound().enqueue::<Arc<Self>, SEND_WORK>(self.clone());
-        } else {
-            let _ = workqueue::system_bh_highpri().enqueue::<Arc<Self>, 0>(self.clone());
-        }
+        let _ = workqueue::system_bh_highpri().enqueue::<Arc<Self>, 0>(self.clone());
     }
 
     /// A run of the connection for one of its work items.
@@ -278,10 +261,12 @@ impl ConnCtx {
     /// The send doorbell of QP `id`: the QP's new WQEs are for the core to take.
     ///
     /// A QP with few requests outstanding runs the connection now, in the caller's
-    /// context: a request-response exchange pays no wakeup. A QP that keeps
-    /// [`STREAMING_DEPTH`] or more outstanding streams: a worker runs the connection
-    /// ([`ConnCtx::kick`]), so the application goes on posting while another CPU
-    /// transmits, and the doorbells rung meanwhile cost one run.
+    /// context: a request-response exchange pays no wakeup (a worker can wait
+    /// milliseconds for a CPU that busy-polling applications hold). A QP that keeps
+    /// [`STREAMING_DEPTH`] or more outstanding is streaming: a worker of the unbound
+    /// workqueue runs the connection, as rdma_rxe runs its requester, so the
+    /// application goes on posting while another CPU transmits, and the doorbells rung
+    /// meanwhile cost one run.
     pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
         let mut streaming = false;
@@ -291,8 +276,7 @@ impl ConnCtx {
         }
         if streaming {
             drop(st);
-            self.streaming.store(true, Relaxed);
-            self.kick();
+            let _ = workqueue::system_unbound().enqueue::<Arc<Self>, SEND_WORK>(self.clone());
             return;
         }
         self.drive(dev, &mut st);
@@ -448,12 +432,9 @@ impl ConnCtx {
         self.drain_events(conn, qps);
         self.transmit(dev, &self.ndev, now, conn, qps, buf, routes);
         self.drain_events(conn, qps);
-        let mut streaming = false;
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
-            streaming |= b.outstanding() >= STREAMING_DEPTH;
         }
-        self.streaming.store(streaming, Relaxed);
         self.arm(st, now);
     }
 
