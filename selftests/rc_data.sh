@@ -6,7 +6,8 @@
 # ibv_srq_pingpong (16 and 4 QPs receiving from one shared receive queue), perftest
 # WRITE, READ and SEND bandwidth over every size from 2 B to 8 MiB, then at 256 KiB
 # with 4 QPs and bidirectional, their latency tests, and the atomics (CMP_AND_SWAP,
-# FETCH_AND_ADD).
+# FETCH_AND_ADD). Last, WRITE and READ streams while CPU 1 goes offline and online
+# again under them (a streaming connection runs on the CPU after the application's).
 #
 # The device type is a parameter, so the same program checks the comparison peer:
 #   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe (rdma_rxe, the kernel's Soft-RoCE)
@@ -68,8 +69,25 @@ lat_big() { clocked pair_lat "$@" -s 65536 -n 20 -F -- 65536 20; }
 atomic_bw() { clocked pair_bw ib_atomic_bw -A "$1" -n 200 -F -- 8; }
 atomic_lat() { clocked pair_lat ib_atomic_lat -A "$1" -n 100 -F -- 8 100; }
 
+# bw_hotplug TOOL: TOOL streams 4 KiB messages for 6 s while CPU 1 goes offline and
+# online again every half second.
+cpu_flap() { while :; do sleep 0.5; echo 0 > "$1"; sleep 0.5; echo 1 > "$1"; done; }
+bw_hotplug() {
+	local online=/sys/devices/system/cpu/cpu1/online flap rc
+	[ -w $online ] || { ktap_print_msg "CPU 1 cannot go offline here: not tested"; return $KSFT_SKIP; }
+	cpu_flap $online &
+	flap=$!
+	clocked pair_bw "$1" -s 4096 -D 6 -F -- 4096
+	rc=$?
+	kill $flap
+	wait $flap 2>/dev/null
+	echo 1 > $online
+	[ "$(cat $online)" = 1 ] || { fail "CPU 1 did not come back online"; return; }
+	return $rc
+}
+
 ktap_print_header
-ktap_set_plan 25
+ktap_set_plan 27
 if ! perftest_setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -100,5 +118,7 @@ ktap_test "ib_atomic_bw: CMP_AND_SWAP" atomic_bw CMP_AND_SWAP
 ktap_test "ib_atomic_bw: FETCH_AND_ADD" atomic_bw FETCH_AND_ADD
 ktap_test "ib_atomic_lat: CMP_AND_SWAP" atomic_lat CMP_AND_SWAP
 ktap_test "ib_atomic_lat: FETCH_AND_ADD" atomic_lat FETCH_AND_ADD
+ktap_test "ib_write_bw: 4 KiB for 6 s while CPU 1 goes offline and online" bw_hotplug ib_write_bw
+ktap_test "ib_read_bw: 4 KiB for 6 s while CPU 1 goes offline and online" bw_hotplug ib_read_bw
 ktap_test "ibv_rc_pingpong after the perftest runs (devices still healthy)" test_pingpong 200
 ktap_finished

@@ -3,7 +3,8 @@
  * C helpers for static inline functions and macros that bindgen cannot bind.
  *
  * Each helper does exactly what the inline function of the same name does;
- * none holds logic of its own. Implementations: rust/helpers/metaroce_helpers.c.
+ * none holds logic of its own, except the umem copies and the workqueue helper,
+ * whose comments say what they add. Implementations: rust/helpers/metaroce_helpers.c.
  */
 #ifndef METAROCE_HELPERS_H
 #define METAROCE_HELPERS_H
@@ -68,6 +69,17 @@ struct spinlock;
 void metaroce_spin_lock_bh(struct spinlock *lock);
 void metaroce_spin_unlock_bh(struct spinlock *lock);
 int metaroce_spin_trylock_bh(struct spinlock *lock);
+
+/*
+ * linux/workqueue.h: queue_work_on() to the first online CPU after @cpu, wrapping
+ * around (@cpu itself if it is the only one). Preemption stays disabled from the
+ * choice to the queueing, so the chosen CPU cannot complete going offline in between
+ * (that takes stop_machine): a bottom-half pool must not be kicked on an offline CPU.
+ */
+struct workqueue_struct;
+struct work_struct;
+bool metaroce_queue_work_after_cpu(unsigned int cpu, struct workqueue_struct *wq,
+				   struct work_struct *work);
 
 /* Build-time layout checks the Rust side relies on. */
 size_t metaroce_sizeof_ib_device(void);

@@ -9,6 +9,7 @@
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
 #include <linux/vmalloc.h>
+#include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
 #include <rdma/uverbs_ioctl.h>
@@ -224,4 +225,19 @@ void metaroce_spin_unlock_bh(struct spinlock *lock)
 int metaroce_spin_trylock_bh(struct spinlock *lock)
 {
 	return spin_trylock_bh(lock);
+}
+
+bool metaroce_queue_work_after_cpu(unsigned int cpu, struct workqueue_struct *wq,
+				   struct work_struct *work)
+{
+	unsigned int target;
+	bool queued;
+
+	preempt_disable();
+	target = cpumask_next_wrap(cpu, cpu_online_mask);
+	if (target >= nr_cpu_ids)
+		target = smp_processor_id();
+	queued = queue_work_on(target, wq, work);
+	preempt_enable();
+	return queued;
 }

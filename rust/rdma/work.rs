@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! What the kernel crate's workqueue abstraction leaves out: waiting for a work item.
+//! What the kernel crate's workqueue abstraction leaves out: waiting for a work item,
+//! and queueing one on another CPU.
 
-use kernel::workqueue::Work;
+use crate::bindings;
+use kernel::cpu::CpuId;
+use kernel::workqueue::{Queue, RawWorkItem, Work};
 
 /// Waits until the last queueing of `work` has finished executing; returns `true` if
 /// it had to wait.
@@ -14,4 +17,31 @@ pub fn flush<T: ?Sized, const ID: u64>(work: &Work<T, ID>) -> bool {
     // SAFETY: `work` is a live, initialized `Work`, so its `work_struct` is valid for
     // the duration of the call; `flush_work` only waits on it.
     unsafe { kernel::bindings::flush_work(Work::raw_get(work)) }
+}
+
+/// Queues `w` on `queue` on the first online CPU after `cpu` (wrapping around; `cpu`
+/// itself if it is the only one online). Like [`Queue::enqueue`], queueing an item
+/// that is already queued does nothing.
+///
+/// On a bottom-half workqueue this moves softirq work off `cpu`: the work runs on the
+/// other CPU as soon as that CPU takes its interrupt, without a scheduler wakeup.
+pub fn enqueue_after<W, const ID: u64>(queue: &Queue, cpu: CpuId, w: W) -> W::EnqueueOutput
+where
+    W: RawWorkItem<ID> + Send + 'static,
+{
+    // `Queue` is a transparent wrapper of `Opaque<workqueue_struct>`, itself transparent.
+    let queue_ptr = core::ptr::from_ref(queue)
+        .cast_mut()
+        .cast::<bindings::workqueue_struct>();
+    // SAFETY: As in `Queue::enqueue`: the closure returns `false` only if the
+    // `work_struct` is already queued, and `W` is `Send` and `'static`. The helper
+    // dereferences `work_ptr`, valid for the duration of the closure, and the workqueue
+    // keeps it only if it returns `true`, in which case `__enqueue` keeps it valid
+    // until the work function runs. `queue_ptr` points at a live workqueue: `queue`
+    // borrows it.
+    unsafe {
+        w.__enqueue(move |work_ptr| {
+            bindings::metaroce_queue_work_after_cpu(cpu.as_u32(), queue_ptr, work_ptr.cast())
+        })
+    }
 }

@@ -4,16 +4,17 @@
 //! single serialized context that drives it.
 //!
 //! Everything that touches the connection runs under its lock, a spinlock taken with
-//! bottom halves disabled: the work item that receive and the hrtimer queue (softirq),
-//! the send doorbell or the send work item it queues, and the verbs that bind, fail or
-//! unbind a QP. Nothing in there sleeps. See Documentation/metaroce/design.rst, "The
-//! transport engine".
+//! bottom halves disabled: the work item (softirq) that receive, the hrtimer and a
+//! streaming QP's doorbell queue, the doorbell of any other QP, and the verbs that
+//! bind, fail or unbind a QP. Nothing in there sleeps. See
+//! Documentation/metaroce/design.rst, "The transport engine".
 
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;
 use crate::memory::{gather_payload, QpMemory};
 use core::net::IpAddr;
 use kernel::{
+    cpu::CpuId,
     impl_has_hr_timer, impl_has_work, new_spinlock_irq, new_work,
     prelude::*,
     sync::{
@@ -127,29 +128,35 @@ pub(crate) struct ConnCtx {
     /// The core's clock starts at the connection's creation.
     epoch: Instant<Monotonic>,
     pub(crate) counters: ConnCounters,
+    /// The CPU of the last streaming doorbell (the application's), or [`NO_CPU`]:
+    /// while the connection streams, its work item runs on another CPU.
+    app_cpu: Atomic<u32>,
+    /// The last run received and sent [`STREAM_BATCH`] or more datagrams: the
+    /// connection carries a stream, and its work item runs on the CPU after the one
+    /// that queues it.
+    in_stream: Atomic<bool>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
     state: SpinLockBh<ConnState>,
     #[pin]
     work: Work<ConnCtx>,
-    /// Runs the connection for the send doorbell of a streaming QP.
-    #[pin]
-    send_work: Work<ConnCtx, SEND_WORK>,
     #[pin]
     timer: HrTimer<ConnCtx>,
 }
 
-/// The id of [`ConnCtx::send_work`].
-const SEND_WORK: u64 = 1;
+/// [`ConnCtx::app_cpu`] while the connection does not stream.
+const NO_CPU: u32 = u32::MAX;
+
+/// Datagrams received and sent in one run from which a connection carries a stream.
+const STREAM_BATCH: usize = 4;
 
 /// Outstanding send work requests from which a QP's doorbell leaves the transmission
-/// to a worker ([`ConnCtx::doorbell`]).
+/// to the work item on another CPU ([`ConnCtx::doorbell`]).
 const STREAMING_DEPTH: u64 = 4;
 
 impl_has_work! {
     impl HasWork<Self> for ConnCtx { self.work }
-    impl HasWork<Self, SEND_WORK> for ConnCtx { self.send_work }
 }
 
 impl_has_hr_timer! {
@@ -160,14 +167,6 @@ impl_has_hr_timer! {
 }
 
 impl WorkItem for ConnCtx {
-    type Pointer = Arc<ConnCtx>;
-
-    fn run(this: Arc<ConnCtx>) {
-        this.run_queued();
-    }
-}
-
-impl WorkItem<SEND_WORK> for ConnCtx {
     type Pointer = Arc<ConnCtx>;
 
     fn run(this: Arc<ConnCtx>) {
@@ -227,10 +226,11 @@ impl ConnCtx {
                 ndev,
                 epoch,
                 counters: ConnCounters::new(),
+                app_cpu: Atomic::new(NO_CPU),
+                in_stream: Atomic::new(false),
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
-                send_work <- new_work!("metaroce::ConnCtx::send_work"),
                 timer <- HrTimer::new(),
             }),
             GFP_KERNEL,
@@ -244,8 +244,25 @@ impl ConnCtx {
     /// Queues the work item (no-op if it is already queued) on the high-priority
     /// bottom-half workqueue: it runs in softirq context, like a tasklet, without
     /// waiting for a worker thread to be scheduled.
+    ///
+    /// It runs on the CPU that queues it, except in a stream. While a QP streams, it
+    /// runs on the CPU after the application's, so that receive, timers and
+    /// transmission leave the application its CPU (veth, for one, receives on the
+    /// sending CPU). While the connection carries a stream otherwise (the receiver of
+    /// a WRITE or SEND, the responder of a READ), it runs on the CPU after the one
+    /// that queues it (that received), so the two ends of a stream run on different
+    /// CPUs.
     pub(crate) fn kick(self: &Arc<Self>) {
-        let _ = workqueue::system_bh_highpri().enqueue::<Arc<Self>, 0>(self.clone());
+        let queue = workqueue::system_bh_highpri();
+        let home = match CpuId::from_u32(self.app_cpu.load(Relaxed)) {
+            Some(app) => Some(app),
+            None if self.in_stream.load(Relaxed) => Some(CpuId::current()),
+            None => None,
+        };
+        let _ = match home {
+            Some(cpu) => rdma::work::enqueue_after::<Arc<Self>, 0>(queue, cpu, self.clone()),
+            None => queue.enqueue::<Arc<Self>, 0>(self.clone()),
+        };
     }
 
     /// A run of the connection for one of its work items.
@@ -263,8 +280,8 @@ impl ConnCtx {
     /// A QP with few requests outstanding runs the connection now, in the caller's
     /// context: a request-response exchange pays no wakeup (a worker can wait
     /// milliseconds for a CPU that busy-polling applications hold). A QP that keeps
-    /// [`STREAMING_DEPTH`] or more outstanding is streaming: a worker of the unbound
-    /// workqueue runs the connection, as rdma_rxe runs its requester, so the
+    /// [`STREAMING_DEPTH`] or more outstanding is streaming: the doorbell queues the
+    /// work item on the CPU after the application's ([`Self::kick`]), so the
     /// application goes on posting while another CPU transmits, and the doorbells rung
     /// meanwhile cost one run.
     pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
@@ -276,9 +293,11 @@ impl ConnCtx {
         }
         if streaming {
             drop(st);
-            let _ = workqueue::system_unbound().enqueue::<Arc<Self>, SEND_WORK>(self.clone());
+            self.app_cpu.store(CpuId::current().as_u32(), Relaxed);
+            self.kick();
             return;
         }
+        self.app_cpu.store(NO_CPU, Relaxed);
         self.drive(dev, &mut st);
     }
 
@@ -399,7 +418,6 @@ impl ConnCtx {
         drop(timer);
         drop(qps);
         rdma::work::flush(&self.work);
-        rdma::work::flush(&self.send_work);
         self.inbox.lock().clear();
     }
 
@@ -417,6 +435,7 @@ impl ConnCtx {
             core::mem::swap(&mut *inbox, &mut st.rx);
         }
         let ConnState { conn, qps, rx, buf, routes, .. } = st;
+        let received = rx.len();
         for d in rx.iter() {
             let ce = d.info().ecn == Ecn::Ce;
             let mut mem = QpMemory { dev, qps };
@@ -430,7 +449,8 @@ impl ConnCtx {
             b.sync_send(dev, conn);
         }
         self.drain_events(conn, qps);
-        self.transmit(dev, &self.ndev, now, conn, qps, buf, routes);
+        let sent = self.transmit(dev, &self.ndev, now, conn, qps, buf, routes);
+        self.in_stream.store(received + sent >= STREAM_BATCH, Relaxed);
         self.drain_events(conn, qps);
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
@@ -465,6 +485,7 @@ impl ConnCtx {
         }
     }
 
+    /// Sends what the core has to send; returns how many datagrams it built.
     fn transmit(
         &self,
         dev: &Device<MetaRoceDriver>,
@@ -474,8 +495,9 @@ impl ConnCtx {
         qps: &mut [Option<Bound>],
         buf: &mut [u8],
         routes: &mut [RouteCache],
-    ) {
+    ) -> usize {
         let net = dev.data().net();
+        let mut count = 0;
         while let Some(t) = conn.poll_transmit(now, buf) {
             // A packet that cannot be built (no memory, or its local buffer went away
             // with a deregistered MR) is not sent and counts as `tx_errors`: nothing
@@ -505,7 +527,9 @@ impl ConnCtx {
                 None => net.tunnel().send(netdev, &to, skb),
             };
             net.count_tx(sent, len);
+            count += 1;
         }
+        count
     }
 
     /// The datagram of `t`: the headers, then the payload gathered from local memory
