@@ -29,16 +29,14 @@ pub fn enqueue_after<W, const ID: u64>(queue: &Queue, cpu: CpuId, w: W) -> W::En
 where
     W: RawWorkItem<ID> + Send + 'static,
 {
-    // `Queue` is a transparent wrapper of `Opaque<workqueue_struct>`, itself transparent.
+    // `Queue` is a transparent wrapper of `Opaque<workqueue_struct>`, itself transparent,
+    // and `queue` borrows a live workqueue.
     let queue_ptr = core::ptr::from_ref(queue)
         .cast_mut()
         .cast::<bindings::workqueue_struct>();
-    // SAFETY: As in `Queue::enqueue`: the closure returns `false` only if the
-    // `work_struct` is already queued, and `W` is `Send` and `'static`. The helper
-    // dereferences `work_ptr`, valid for the duration of the closure, and the workqueue
-    // keeps it only if it returns `true`, in which case `__enqueue` keeps it valid
-    // until the work function runs. `queue_ptr` points at a live workqueue: `queue`
-    // borrows it.
+    // SAFETY: As in `Queue::enqueue`: `false` only if the item is already queued, `W` is
+    // `Send + 'static`, and the workqueue keeps `work_ptr` only on `true`, when
+    // `__enqueue` keeps it valid until the work function runs.
     unsafe {
         w.__enqueue(move |work_ptr| {
             bindings::metaroce_queue_work_after_cpu(cpu.as_u32(), queue_ptr, work_ptr.cast())

@@ -254,11 +254,8 @@ impl ConnCtx {
     /// CPUs.
     pub(crate) fn kick(self: &Arc<Self>) {
         let queue = workqueue::system_bh_highpri();
-        let home = match CpuId::from_u32(self.app_cpu.load(Relaxed)) {
-            Some(app) => Some(app),
-            None if self.in_stream.load(Relaxed) => Some(CpuId::current()),
-            None => None,
-        };
+        let home = CpuId::from_u32(self.app_cpu.load(Relaxed))
+            .or_else(|| self.in_stream.load(Relaxed).then(CpuId::current));
         let _ = match home {
             Some(cpu) => rdma::work::enqueue_after::<Arc<Self>, 0>(queue, cpu, self.clone()),
             None => queue.enqueue::<Arc<Self>, 0>(self.clone()),
@@ -278,8 +275,7 @@ impl ConnCtx {
     /// The send doorbell of QP `id`: the QP's new WQEs are for the core to take.
     ///
     /// A QP with few requests outstanding runs the connection now, in the caller's
-    /// context: a request-response exchange pays no wakeup (a worker can wait
-    /// milliseconds for a CPU that busy-polling applications hold). A QP that keeps
+    /// context: a request-response exchange pays no queueing. A QP that keeps
     /// [`STREAMING_DEPTH`] or more outstanding is streaming: the doorbell queues the
     /// work item on the CPU after the application's ([`Self::kick`]), so the
     /// application goes on posting while another CPU transmits, and the doorbells rung
