@@ -329,7 +329,6 @@ def case_srq(dev, peer_dev):
     q = srq.query()
     check(q.max_wr >= 16 and q.max_sge >= 2 and q.srq_limit == 0,
           f'query_srq: max_wr {q.max_wr} max_sge {q.max_sge} limit {q.srq_limit}')
-    refused(errno.EOPNOTSUPP, lambda: srq.modify(SrqAttr(max_wr=64), e.IBV_SRQ_MAX_WR), 'SRQ resize')
     refused(errno.EINVAL, lambda: srq.modify(SrqAttr(srq_limit=q.max_wr + 1), e.IBV_SRQ_LIMIT),
             'limit above max_wr')
     srq.modify(SrqAttr(srq_limit=4), e.IBV_SRQ_LIMIT)
@@ -358,6 +357,35 @@ def case_srq(dev, peer_dev):
     # 3 WQEs left, below the limit of 4: the event fires once and disarms the limit.
     async_event(b.ctx, e.IBV_EVENT_SRQ_LIMIT_REACHED, 'SRQ below its limit')
     check(srq.query().srq_limit == 0, 'limit still armed after its event')
+    # Resizing keeps the 3 waiting WQEs (305..307) in order and holds more than before.
+    refused(errno.EINVAL, lambda: srq.modify(SrqAttr(max_wr=d.max_srq_wr + 1), e.IBV_SRQ_MAX_WR),
+            'resize above max_srq_wr')
+    refused(errno.EINVAL, lambda: srq.modify(SrqAttr(max_wr=1), e.IBV_SRQ_MAX_WR),
+            'resize below the WQEs waiting')
+    refused(errno.EINVAL, lambda: srq.modify(SrqAttr(max_wr=64, srq_limit=65),
+                                             e.IBV_SRQ_MAX_WR | e.IBV_SRQ_LIMIT),
+            'resize with a limit above max_wr')
+    srq.modify(SrqAttr(max_wr=64), e.IBV_SRQ_MAX_WR)
+    q = srq.query()
+    check(q.max_wr >= 64 and q.srq_limit == 0, f'after resize: max_wr {q.max_wr} limit {q.srq_limit}')
+    for i in range(8, 48):
+        srq.post_recv(RecvWR(wr_id=300 + i, num_sge=1, sg=[SGE(b.mr.buf + 64 * i, 64, b.mr.lkey)]))
+    for first in range(n, 45, 8):
+        batch = range(first, min(first + 8, 45))
+        for i in batch:
+            a.mr.write(bytes([i + 1]) * 32, 32, 2048 + 32 * i)
+            a.qp.post_send(SendWR(wr_id=i, opcode=e.IBV_WR_SEND, num_sge=1,
+                                  sg=[SGE(a.mr.buf + 2048 + 32 * i, 32, a.mr.lkey)]))
+        wa = poll_until(a.cq, len(batch))
+        check(len(wa) == len(batch) and all(w.status == e.IBV_WC_SUCCESS for w in wa),
+              f'sends after resize: {[(w.wr_id, w.status) for w in wa]}')
+        wb = poll_until(b.cq, len(batch))
+        got = [(w.wr_id, w.status, w.byte_len) for w in wb]
+        want = [(300 + i, e.IBV_WC_SUCCESS, 32) for i in batch]
+        check(got == want, f'receives after resize: got {got}, want {want}')
+    for i in range(n, 45):
+        check(b.mr.read(32, 64 * i) == bytes([i + 1]) * 32, f'receive {i} after resize: wrong bytes')
+    check(srq.query().max_wr == q.max_wr, 'max_wr changed by traffic')
     # In ERR the QP takes no more WQEs: LAST_WQE_REACHED, and the SRQ's WQEs stay there.
     b.qp.modify(QPAttr(qp_state=e.IBV_QPS_ERR), e.IBV_QP_STATE)
     async_event(b.ctx, e.IBV_EVENT_QP_LAST_WQE_REACHED, 'SRQ QP in ERR')

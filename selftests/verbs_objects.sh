@@ -88,7 +88,7 @@ ktap_test "RC QP state machine with realistic attributes; query_qp; invalid tran
 ktap_test "ERR flushes posted receives and sends as IBV_WC_WR_FLUSH_ERR; resize below unpolled refused" test_flush
 ktap_test "CQ overflow raises IBV_EVENT_CQ_ERR" test_cq_overflow
 ktap_test "AHs to the peer's GID; bad source GID index refused" test_ah
-ktap_test "SRQs: limits, resize refused, SENDs into shared receives, limit and last-WQE events" test_srq
+ktap_test "SRQs: limits, SENDs into shared receives, limit event, resize keeping the waiting WQEs, last-WQE event" test_srq
 ktap_test "CQ armed for solicited completions: no event for a plain SEND, one for SEND_SOLICITED" test_solicited
 ktap_test "max_cq CQs and max_srq SRQs, then ENOMEM" test_limits
 ktap_test "rdma link del with MR, CQ and QP open and mapped" test_delete_with_objects

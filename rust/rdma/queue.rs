@@ -219,11 +219,15 @@ impl Queue {
         self.index_at(CONSUMER_OFFSET).store(next, Release);
     }
 
-    /// Moves the waiting elements of this kernel-produced ring into `new` (empty, same
-    /// direction), as `rxe_queue_resize` does. Fails with `EINVAL`, changing nothing,
-    /// when they do not fit.
+    /// Moves the waiting elements of this ring into `new` (empty, same direction), as
+    /// `rxe_queue_resize` does. Fails with `EINVAL`, changing nothing, when they do not
+    /// fit.
+    ///
+    /// For a user-produced ring, user space must not post meanwhile (rdma-core holds the
+    /// queue's lock across the verb) and must not have mapped `new` yet: the producer
+    /// index of `new` is written here, and this ring is left empty.
     pub fn move_into(&mut self, new: &mut Queue) -> Result {
-        if self.dir != Direction::ToClient || new.dir != Direction::ToClient || !new.is_empty() {
+        if self.dir != new.dir || !new.is_empty() {
             return Err(EINVAL);
         }
         let n = self.count();
@@ -232,14 +236,23 @@ impl Queue {
         }
         let len = self.elem_size.min(new.slot_size()).min(self.slot_size());
         let mut cons = self.consumer();
+        let mut prod = new.producer();
         for _ in 0..n {
             // SAFETY: Both slots are inside their buffers and `len` fits in either; the
-            // new ring is not visible to user space yet.
-            unsafe { ptr::copy_nonoverlapping(self.slot(cons), new.slot(new.index), len) };
-            new.index = (new.index + 1) & new.mask;
+            // new ring is not visible to user space yet. User space may be writing the
+            // old slot (a user-produced ring): we only copy bytes, parsed when consumed.
+            unsafe { ptr::copy_nonoverlapping(self.slot(cons), new.slot(prod), len) };
+            prod = (prod + 1) & new.mask;
             cons = (cons + 1) & self.mask;
         }
-        new.index_at(PRODUCER_OFFSET).store(new.index, Release);
+        new.index_at(PRODUCER_OFFSET).store(prod, Release);
+        match self.dir {
+            Direction::ToClient => new.index = prod,
+            Direction::FromClient => {
+                self.index = cons;
+                self.index_at(CONSUMER_OFFSET).store(cons, Release);
+            }
+        }
         Ok(())
     }
 }

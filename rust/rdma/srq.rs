@@ -13,8 +13,10 @@
 //! `IB_EVENT_SRQ_LIMIT_REACHED` is raised once and the limit disarmed, as the IB spec
 //! says.
 //!
-//! Resizing (`IBV_SRQ_MAX_WR`) is not supported: `ibv_modify_srq` fails with
-//! `EOPNOTSUPP`. Only basic SRQs exist (no XRC or tag matching).
+//! Resizing (`IBV_SRQ_MAX_WR`) works as rdma_rxe's: a new ring takes the waiting WQEs,
+//! and its mmap information goes to the address in `struct rxe_modify_srq_cmd`, where
+//! rdma-core reads it to map the new ring (it holds the queue's lock meanwhile). Only
+//! basic SRQs exist (no XRC or tag matching).
 
 use crate::{
     bindings,
@@ -31,7 +33,7 @@ use kernel::{
     new_spinlock_irq,
     prelude::*,
     sync::{Arc, SpinLockIrq},
-    transmute::AsBytes,
+    transmute::{AsBytes, FromBytes},
     types::Opaque,
 };
 
@@ -46,6 +48,17 @@ struct CreateSrqResp {
 // SAFETY: `repr(C)` of `AsBytes` fields without padding (24 bytes, checked below).
 unsafe impl AsBytes for CreateSrqResp {}
 const _: () = assert!(size_of::<CreateSrqResp>() == size_of::<bindings::rxe_create_srq_resp>());
+
+/// `struct rxe_modify_srq_cmd`: where the new ring's mmap information goes.
+#[repr(C)]
+#[derive(Default)]
+struct ModifySrqCmd {
+    mmap_info_addr: u64,
+}
+
+// SAFETY: `repr(C)` of one integer: any bytes are a valid value.
+unsafe impl FromBytes for ModifySrqCmd {}
+const _: () = assert!(size_of::<ModifySrqCmd>() == size_of::<bindings::rxe_modify_srq_cmd>());
 
 struct Inner {
     /// The ring, until `destroy_srq`.
@@ -232,25 +245,56 @@ pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
     ibsrq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
     mask: bindings::ib_srq_attr_mask,
-    _udata: *mut bindings::ib_udata,
+    udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
     from_result(|| {
-        // SAFETY: Live SRQ of ours; `attr` valid for reads.
-        let (srq, attr) = unsafe { (SrqObject::get(ibsrq)?, &*attr) };
-        if mask & !(bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR | bindings::ib_srq_attr_mask_IB_SRQ_LIMIT) != 0 {
+        // SAFETY: Live SRQ of one of our devices; `attr` valid for reads; `udata` valid
+        // or NULL.
+        let (dev, srq, attr, udata) = unsafe {
+            (Device::<T>::from_raw((*ibsrq).device), SrqObject::get(ibsrq)?, &*attr, UData::from_raw(udata))
+        };
+        let (max_wr, limit) = (bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR, bindings::ib_srq_attr_mask_IB_SRQ_LIMIT);
+        if mask & !(max_wr | limit) != 0 {
             return Err(EINVAL);
         }
-        if mask & bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR != 0 {
-            return Err(EOPNOTSUPP);
+        let new_limit = (mask & limit != 0).then_some(attr.srq_limit);
+        if mask & max_wr == 0 {
+            if let Some(l) = new_limit {
+                let mut inner = srq.inner.lock();
+                if l > inner.wq.as_ref().map_or(0, |w| w.queue.capacity()) {
+                    return Err(EINVAL);
+                }
+                inner.limit = l;
+            }
+            return Ok(0);
         }
-        if mask & bindings::ib_srq_attr_mask_IB_SRQ_LIMIT != 0 {
-            let mut inner = srq.inner.lock();
-            let capacity = inner.wq.as_ref().map_or(0, |w| w.queue.capacity());
-            if attr.srq_limit > capacity {
+        let udata = udata.ok_or(EOPNOTSUPP)?;
+        let cmd = udata.read::<ModifySrqCmd>()?;
+        if attr.max_wr == 0 || attr.max_wr > T::device_attributes(dev).max_srq_wr {
+            return Err(EINVAL);
+        }
+        let elem_size = srq.inner.lock().wq.as_ref().ok_or(EINVAL)?.queue.elem_size();
+        // SAFETY: The user context is live during the verb.
+        let mut new = unsafe { Queue::new(udata.ucontext(), attr.max_wr, elem_size, Direction::FromClient)? };
+        // As rdma_rxe: the information goes out first, so that a bad address changes
+        // nothing; should the move then fail, rdma-core does not map the new ring.
+        UData::write_to_user(cmd.mmap_info_addr, &new.info())?;
+        let old = {
+            let mut guard = srq.inner.lock();
+            let inner = &mut *guard;
+            // Against the size asked for, as at creation (and as rdma_rxe).
+            let l = new_limit.unwrap_or(inner.limit);
+            if l > attr.max_wr {
                 return Err(EINVAL);
             }
-            inner.limit = attr.srq_limit;
-        }
+            let wq = inner.wq.as_mut().ok_or(EINVAL)?;
+            // Fails, changing nothing, when more WQEs wait than the new ring holds.
+            wq.queue.move_into(&mut new)?;
+            inner.limit = l;
+            core::mem::replace(&mut wq.queue, new)
+        };
+        // Unmapped outside the lock; rdma-core unmaps its old mapping itself.
+        drop(old);
         Ok(0)
     })
 }
