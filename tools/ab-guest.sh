@@ -16,16 +16,6 @@
 ROUNDS=${AB_ROUNDS:-2}
 DURATION=${AB_DURATION:-4}
 
-gid_index() {
-	local f
-	for f in /sys/class/infiniband/$1/ports/1/gids/*; do
-		case "$(cat "$f")" in
-		0000:0000:0000:0000:0000:ffff:*) basename "$f"; return;;
-		esac
-	done
-	echo 1
-}
-
 # counters DEV: "name value name value ..." of the device's port 1.
 counters() {
 	rdma statistic show link "$1/1" | tr -s ' ' | cut -d' ' -f3-
@@ -49,11 +39,11 @@ run_cell() {
 	local run=(-D "$DURATION") unit=Gb/s
 	case "$tool" in *_lat) run=(-n 2000) unit=usec;; esac
 	b0=$(counters mroce0) c0=$(counters mroce1)
-	ip netns exec "$NSB" timeout 60 "$@" -d mroce1 -x "$(gid_index mroce1)" -F "${run[@]}" \
+	ip netns exec "$NSB" timeout 60 "$@" -d mroce1 -x "$(gid_index "$NSB" mroce1 198.18.0.2)" -F "${run[@]}" \
 		> /tmp/ab-srv.out 2>&1 &
 	sp=$!
 	busywait 10000 sh -c "ip netns exec $NSB ss -Hltn 'sport = :18515' | grep -q 18515"
-	ip netns exec "$NSA" timeout 60 "$@" -d mroce0 -x "$(gid_index mroce0)" -F "${run[@]}" \
+	ip netns exec "$NSA" timeout 60 "$@" -d mroce0 -x "$(gid_index "$NSA" mroce0 198.18.0.1)" -F "${run[@]}" \
 		198.18.0.2 > /tmp/ab-cli.out 2>&1
 	wait "$sp"
 	line=$(grep -E '^ *[0-9]+ +[0-9]+ ' /tmp/ab-cli.out | tail -1)
@@ -70,21 +60,17 @@ run_cell() {
 	sleep 0.5
 }
 
-# with_module LABEL KO: loads KO, creates the devices, runs every cell, removes them.
+# with_module LABEL KO: loads KO, creates the device pair (lib.sh's setup_pair), runs
+# every cell, removes them.
 with_module() {
 	local label=$1 name mtu imp cmd
-	METAROCE_KO=$2 load_metaroce || { echo "# loading $2 failed"; return 1; }
-	setup_ns NSA NSB && veth_pair "$NSA" "$NSB" || return 1
-	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA || return 1
-	ip netns exec "$NSB" rdma link add mroce1 type metaroce netdev vethB || return 1
-	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -d mroce0 >/dev/null"
+	METAROCE_KO=$2 setup_pair || { echo "# setting up with $2 failed"; return 1; }
 	while IFS='|' read -r name mtu imp cmd; do
 		[ -z "$name" ] && continue
 		# shellcheck disable=SC2086 # the command's words
 		run_cell "$label" "$name" "$mtu" "$imp" $cmd < /dev/null
 	done <<< "$AB_CELLS"
-	rdma link del mroce0
-	rdma link del mroce1
+	delete_pair
 	cleanup_all_ns
 	unload_metaroce
 }
