@@ -51,7 +51,6 @@ const _: () = assert!(size_of::<CreateSrqResp>() == size_of::<bindings::rxe_crea
 
 /// `struct rxe_modify_srq_cmd`: where the new ring's mmap information goes.
 #[repr(C)]
-#[derive(Default)]
 struct ModifySrqCmd {
     mmap_info_addr: u64,
 }
