@@ -101,20 +101,6 @@ check_lat() {
 	return $KSFT_PASS
 }
 
-# clocked CHECK ARGS...: runs CHECK (a perftest run and its check) again, up to twice,
-# while it fails and perftest said its clock estimate failed (under TCG the cycle
-# counter and the wall clock disagree; results then read 0 or inf, and two estimates
-# in a row have failed in CI). Any other failure, or a third one, stands.
-clocked() {
-	local try
-	for try in 1 2; do
-		"$@" && return
-		grep -q 'Correlation coefficient' "$LOG/cli" "$LOG/srv" || return $KSFT_FAIL
-		ktap_print_msg "perftest could not estimate its clock: running the test again ($try of 2)"
-	done
-	"$@"
-}
-
 # pair_bw TOOL ARGS... -- SIZES / pair_lat TOOL ARGS... -- SIZE ITERS: pair, then
 # check_bw / check_lat.
 split_args() {

@@ -142,8 +142,8 @@ ktap_print_msg "device type $MROCE_TYPE"
 ktap_test "rping: 200 validated pings of 256 B" test_rping
 ktap_test "ucmatose: 4 RC connections, 20 messages each" test_ucmatose
 ktap_test "udaddy: 2 UD endpoints, 20 datagrams each" test_udaddy
-ktap_test "ib_write_bw -R (rdma_cm)" test_perftest_cm ib_write_bw -s 65536 -n 50
-ktap_test "ib_send_lat -R (rdma_cm)" test_perftest_cm ib_send_lat -s 64 -n 100
+ktap_test "ib_write_bw -R (rdma_cm)" clocked test_perftest_cm ib_write_bw -s 65536 -n 50
+ktap_test "ib_send_lat -R (rdma_cm)" clocked test_perftest_cm ib_send_lat -s 64 -n 100
 ktap_test "100 rdma_cm connects and disconnects (rping -P server)" test_connect_loop
 ktap_test "rdma_cm to addresses without a device: clear errors, no hang" test_no_device
 ktap_test "rping after all of it (devices still healthy)" test_rping
