@@ -393,6 +393,112 @@ def case_srq(dev, peer_dev):
     check(npolled == 0, 'the SRQ\'s WQEs were flushed with the QP')
 
 
+def qp_attr(state, **fields):
+    a = QPAttr(qp_state=state)
+    for k, v in fields.items():
+        setattr(a, k, v)
+    return a
+
+
+def rdma(wr_id, opcode, mr, off, length, rmr, roff):
+    wr = SendWR(wr_id=wr_id, opcode=opcode, num_sge=1, send_flags=e.IBV_SEND_SIGNALED,
+                sg=[SGE(mr.buf + off, length, mr.lkey)])
+    wr.set_wr_rdma(rmr.rkey, rmr.buf + roff)
+    return wr
+
+
+def completed(cq, ids, what):
+    wcs = poll_until(cq, len(ids))
+    got = [(w.wr_id, w.status) for w in wcs]
+    check(got == [(i, e.IBV_WC_SUCCESS) for i in ids], f'{what}: completions {got}, want {ids}')
+
+
+def case_qp_modify_live(dev, peer_dev):
+    """Modifying a QP that moved data: RTS -> RTS goes on where the streams were;
+    SQD finishes what was started, starts nothing new (the QP still answers its
+    peer), raises SQ_DRAINED, takes new limits and resumes at SQD -> RTS."""
+    a, b = Side(dev), Side(peer_dev)
+    acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    piece = 2048
+    ma, mb = MR(a.pd, 32 * piece, acc), MR(b.pd, 32 * piece, acc)
+    connect(a, b)
+    step = iter(range(1, 1000))
+
+    def pattern(k):
+        return bytes((k * 37 + i) % 251 for i in range(piece))
+
+    def write_read(k, who=a, src=ma, dst=mb):
+        """WRITE piece k from src to dst, READ it back into src's upper half."""
+        src.write(pattern(k), piece, k * piece)
+        who.qp.post_send(rdma(next(step), e.IBV_WR_RDMA_WRITE, src, k * piece, piece, dst, k * piece))
+        check(len(poll_until(who.cq, 1)) == 1, f'WRITE {k} did not complete')
+        who.qp.post_send(rdma(next(step), e.IBV_WR_RDMA_READ, src, (16 + k) * piece, piece, dst, k * piece))
+        check(len(poll_until(who.cq, 1)) == 1, f'READ {k} did not complete')
+        check(dst.read(piece, k * piece) == pattern(k), f'piece {k} not written')
+        check(src.read(piece, (16 + k) * piece) == pattern(k), f'piece {k} not read back')
+
+    # WRITEs and READs only: no SEND has used a receive yet.
+    write_read(1)
+    a.qp.modify(qp_attr(e.IBV_QPS_RTS, min_rnr_timer=14), e.IBV_QP_STATE | e.IBV_QP_MIN_RNR_TIMER)
+    write_read(2)
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+    write_read(3)
+    check(mb.read(piece, piece) == pattern(1), 'piece 1 overwritten')
+    # RTS -> SQD with notification: the 4 WRITEs handed over before it complete, the
+    # 2 posted in SQD wait.
+    first = [100 + k for k in range(4, 8)]
+    for k in range(4, 8):
+        ma.write(pattern(k), piece, k * piece)
+    for k, wr_id in zip(range(4, 8), first):
+        a.qp.post_send(rdma(wr_id, e.IBV_WR_RDMA_WRITE, ma, k * piece, piece, mb, k * piece))
+    a.qp.modify(qp_attr(e.IBV_QPS_SQD, en_sqd_async_notify=1),
+                e.IBV_QP_STATE | e.IBV_QP_EN_SQD_ASYNC_NOTIFY)
+    held = [100 + k for k in range(8, 10)]
+    for k, wr_id in zip(range(8, 10), held):
+        ma.write(pattern(k), piece, k * piece)
+        a.qp.post_send(rdma(wr_id, e.IBV_WR_RDMA_WRITE, ma, k * piece, piece, mb, k * piece))
+    async_event(a.ctx, e.IBV_EVENT_SQ_DRAINED, 'SQD')
+    completed(a.cq, first, 'WRITEs started before SQD')
+    q = a.qp.query(e.IBV_QP_STATE)[0]
+    check(q.qp_state == e.IBV_QPS_SQD and q.sq_draining == 0,
+          f'after SQ_DRAINED: state {q.qp_state} sq_draining {q.sq_draining}')
+    # The peer's requests are still served by the drained QP.
+    write_read(10, who=b, src=mb, dst=ma)
+    time.sleep(1)
+    n, _ = a.cq.poll(1)
+    check(n == 0, 'a WRITE posted in SQD completed')
+    for k in range(8, 10):
+        check(mb.read(piece, k * piece) == bytes(piece), f'WRITE {k} posted in SQD was executed')
+    # SQD -> SQD: new send-side limits, applied when the QP resumes.
+    mask = (e.IBV_QP_STATE | e.IBV_QP_MAX_QP_RD_ATOMIC | e.IBV_QP_RETRY_CNT | e.IBV_QP_TIMEOUT |
+            e.IBV_QP_RNR_RETRY)
+    a.qp.modify(qp_attr(e.IBV_QPS_SQD, max_rd_atomic=1, retry_cnt=5, timeout=16, rnr_retry=6),
+                mask)
+    q = a.qp.query(mask)[0]
+    got = (q.qp_state, q.max_rd_atomic, q.retry_cnt, q.timeout, q.rnr_retry)
+    check(got == (e.IBV_QPS_SQD, 1, 5, 16, 6), f'after SQD -> SQD: {got}')
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+    completed(a.cq, held, 'WRITEs posted in SQD, after SQD -> RTS')
+    for k in range(4, 10):
+        check(mb.read(piece, k * piece) == pattern(k), f'piece {k} not written')
+    # One READ at a time now: 6 in a row still all complete, in order.
+    reads = [200 + k for k in range(4, 10)]
+    for k, wr_id in zip(range(4, 10), reads):
+        a.qp.post_send(rdma(wr_id, e.IBV_WR_RDMA_READ, ma, (16 + k) * piece, piece, mb, k * piece))
+    completed(a.cq, reads, 'READs after SQD -> RTS')
+    for k in range(4, 10):
+        check(ma.read(piece, (16 + k) * piece) == pattern(k), f'piece {k} not read back')
+    # And SENDs: the receive stream goes on too.
+    b.qp.post_recv(RecvWR(wr_id=9, num_sge=1, sg=[SGE(b.mr.buf, 64, b.mr.lkey)]))
+    a.mr.write(b'q' * 64, 64, 0)
+    a.qp.post_send(SendWR(wr_id=300, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(a.mr.buf, 64, a.mr.lkey)]))
+    completed(a.cq, [300], 'SEND')
+    completed(b.cq, [9], 'receive')
+    check(b.mr.read(64, 0) == b'q' * 64, 'SEND bytes')
+    a.qp.modify(QPAttr(qp_state=e.IBV_QPS_RTS), e.IBV_QP_STATE)
+    write_read(11)
+
+
 def event_fds():
     """(fd, target) of this process's uverbs event files (async events, completion channels)."""
     fds = set()
@@ -600,6 +706,7 @@ CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
     'ud': case_ud, 'solicited': case_solicited, 'limits': case_limits,
+    'qp_modify_live': case_qp_modify_live,
 }
 
 if __name__ == '__main__':

@@ -151,6 +151,9 @@ pub struct QpAttributes {
     pub state: QpState,
     /// Asynchronous notification on entering SQD.
     pub en_sqd_async_notify: bool,
+    /// SQD was entered from RTS and work started before it is not complete yet
+    /// (set by `modify_qp`, cleared by [`Qp::sq_drained`]).
+    pub sq_draining: bool,
     /// Access rights granted to remote peers.
     pub access: Access,
     /// P_Key index.
@@ -188,6 +191,7 @@ impl Default for QpAttributes {
         Self {
             state: QpState::Reset,
             en_sqd_async_notify: false,
+            sq_draining: false,
             access: Access::default(),
             pkey_index: 0,
             port_num: 1,
@@ -897,7 +901,25 @@ impl<T: Driver> Qp<T> {
         let mut inner = self.inner.lock();
         let old = inner.attrs.state;
         inner.attrs.state = QpState::Err;
+        inner.attrs.sq_draining = false;
         old
+    }
+
+    /// The send queue has drained in SQD (what was started before it completed):
+    /// clears `sq_draining` and raises `IB_EVENT_SQ_DRAINED` if the transition to
+    /// SQD asked for it (`en_sqd_async_notify`). Nothing if the QP was not draining.
+    pub fn sq_drained(&self) {
+        let notify = {
+            let mut inner = self.inner.lock();
+            if !inner.attrs.sq_draining {
+                return;
+            }
+            inner.attrs.sq_draining = false;
+            inner.attrs.en_sqd_async_notify
+        };
+        if notify {
+            self.raise_event(QpEvent::SqDrained);
+        }
     }
 
     /// Raises an asynchronous event to the QP's owner; nothing after `destroy_qp`.
@@ -1627,6 +1649,13 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
             T::check_modify_qp(dev, &qp, &inner.attrs, &req)?;
             let from = inner.attrs.state;
             req.apply(&mut inner.attrs);
+            // RTS -> SQD starts draining the send queue; the driver says when it
+            // is done. Leaving SQD ends it.
+            inner.attrs.sq_draining = match (from, req.new_state) {
+                (QpState::Rts, QpState::Sqd) => true,
+                (QpState::Sqd, QpState::Sqd) => inner.attrs.sq_draining,
+                _ => false,
+            };
             from
         };
         T::qp_modified(dev, &qp, from, req.new_state);
@@ -1669,7 +1698,7 @@ pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
         }
         attr.pkey_index = a.pkey_index;
         attr.en_sqd_async_notify = a.en_sqd_async_notify.into();
-        attr.sq_draining = 0;
+        attr.sq_draining = a.sq_draining.into();
         attr.max_rd_atomic = a.max_rd_atomic;
         attr.max_dest_rd_atomic = a.max_dest_rd_atomic;
         attr.min_rnr_timer = a.min_rnr_timer;

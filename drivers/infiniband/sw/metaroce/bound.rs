@@ -81,6 +81,9 @@ pub(crate) struct Bound {
     /// The send ring may hold WQEs not handed to the core yet (the doorbell rang, or
     /// the core had no room for all of them).
     pub(crate) send_pending: bool,
+    /// The QP entered SQD: once the send WQEs the core holds complete, the QP says
+    /// so ([`Qp::sq_drained`]).
+    pub(crate) draining: bool,
 }
 
 fn core_opcode(op: SendOpcode) -> Option<Opcode> {
@@ -155,6 +158,7 @@ impl Bound {
             recv_cache: KBox::new(None, GFP_KERNEL)?,
             failed: false,
             send_pending: false,
+            draining: false,
         })
     }
 
@@ -432,6 +436,14 @@ impl Bound {
             self.qp.raise_event(QpEvent::LastWqeReached);
         }
         self.failed = true;
+    }
+
+    /// In SQD: the send queue has drained once every WQE handed to the core completed.
+    pub(crate) fn check_drained(&mut self) {
+        if self.draining && self.sq_seq == self.sq_done {
+            self.draining = false;
+            self.qp.sq_drained();
+        }
     }
 
     /// After an error: once the core has completed everything it held, flushes what is

@@ -355,16 +355,20 @@ impl ConnCtx {
         Ok(id)
     }
 
-    /// The QP entered RTS: its send PSN, retry counts and ACK timeout are known now
-    /// (the last QP to enter RTS sets the connection's retransmission timer).
-    pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
+    /// The QP entered RTS: its retry counts and ACK timeout are known now (the last
+    /// QP to enter RTS sets the connection's retransmission timer), and from RTR its
+    /// send PSN. From SQD (with limits the user may have changed there) or RTS, its
+    /// streams go on where they are.
+    pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId, from_rtr: bool) {
         let mut st = self.state.lock();
         let attrs = match st.qps.get(id.index()).and_then(Option::as_ref) {
             Some(b) => b.qp.attributes(),
             None => return,
         };
         let access = attrs.access;
-        let _ = st.conn.set_sq_psn(id, attrs.sq_psn);
+        if from_rtr {
+            let _ = st.conn.set_sq_psn(id, attrs.sq_psn);
+        }
         let _ = st.conn.set_rnr_retry(id, attrs.rnr_retry);
         // A QP allowed no READ or atomic at all gets one at a time: its READs wait for
         // each other rather than never going out (rdma_rxe stalls such a QP).
@@ -374,6 +378,18 @@ impl ConnCtx {
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.access = access;
             b.send_pending = true;
+            b.draining = false;
+        }
+        self.drive(dev, &mut st);
+    }
+
+    /// The QP entered SQD from RTS: it hands the core no new send WQE
+    /// ([`Bound::sync_send`] waits for RTS), and says when those it handed over have
+    /// completed ([`Bound::check_drained`]).
+    pub(crate) fn drain_sq(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
+        let mut st = self.state.lock();
+        if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
+            b.draining = true;
         }
         self.drive(dev, &mut st);
     }
@@ -450,6 +466,7 @@ impl ConnCtx {
         self.drain_events(conn, qps);
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
+            b.check_drained();
         }
         self.arm(st, now);
     }

@@ -84,10 +84,17 @@ pub(crate) fn on_modified(
     to: QpState,
 ) {
     if qp.qp_type().is_datagram() {
-        // No connection: entering ERR flushes what is posted.
-        if to == QpState::Err {
-            qp.flush_recv_queue();
-            qp.flush_send_queue();
+        match to {
+            // No connection: entering ERR flushes what is posted.
+            QpState::Err => {
+                qp.flush_recv_queue();
+                qp.flush_send_queue();
+            }
+            // Datagrams go out at their doorbell: nothing is ever in progress.
+            QpState::Sqd => qp.sq_drained(),
+            // What was posted in SQD goes out now.
+            QpState::Rts if from == QpState::Sqd => crate::ud::on_send_doorbell(dev, qp),
+            _ => {}
         }
         return;
     }
@@ -107,7 +114,14 @@ pub(crate) fn on_modified(
         }
         QpState::Rts => {
             if let Some(b) = qp.data().binding() {
-                b.conn.ready_to_send(dev, b.id);
+                b.conn.ready_to_send(dev, b.id, from == QpState::Rtr);
+            }
+        }
+        // The work requests the connection holds complete; no new one starts until
+        // the QP is back in RTS.
+        QpState::Sqd if from == QpState::Rts => {
+            if let Some(b) = qp.data().binding() {
+                b.conn.drain_sq(dev, b.id);
             }
         }
         // Entering the error state completes every outstanding work request with
@@ -139,6 +153,8 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
                     .map_err(|_| ENOMEM)?;
             }
             QpState::Rts => crate::ud::on_send_doorbell(dev, qp),
+            // Sent when the QP is back in RTS.
+            QpState::Sqd => {}
             _ => {
                 qp.flush_send_queue();
             }
