@@ -499,6 +499,40 @@ def case_qp_modify_live(dev, peer_dev):
     write_read(11)
 
 
+def case_comm_est(dev, peer_dev):
+    """The first request reaching a QP in RTR raises IBV_EVENT_COMM_EST, once; the
+    data lands as in RTS."""
+    a = Side(dev)
+    before = event_fds()
+    b = Side(peer_dev)
+    new = event_fds() - before
+    check(len(new) == 1, f'cannot tell the async event fd among {new}')
+    async_fd = new.pop()[0]
+    acc = e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+    ma, mb = MR(a.pd, 4096, acc), MR(b.pd, 4096, acc)
+    to_init(a)
+    to_init(b)
+    a.qp.modify(rtr_attr(a, b, 0x1234), RTR_MASK)
+    b.qp.modify(rtr_attr(b, a, 0x4321), RTR_MASK)
+    to_rts(a, 0x4321)
+    # B stays in RTR, as a passive side whose RTU is late.
+    check(not select.select([async_fd], [], [], 0.5)[0], 'an async event before any request')
+    ma.write(b'w' * 256, 256, 0)
+    a.qp.post_send(rdma(1, e.IBV_WR_RDMA_WRITE, ma, 0, 256, mb, 0))
+    completed(a.cq, [1], 'WRITE to a QP in RTR')
+    async_event(b.ctx, e.IBV_EVENT_COMM_EST, 'first request in RTR')
+    check(mb.read(256, 0) == b'w' * 256, 'WRITE to a QP in RTR: bytes')
+    b.qp.post_recv(RecvWR(wr_id=7, num_sge=1, sg=[SGE(b.mr.buf, 64, b.mr.lkey)]))
+    a.qp.post_send(SendWR(wr_id=2, opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(a.mr.buf, 16, a.mr.lkey)]))
+    completed(a.cq, [2], 'SEND to a QP in RTR')
+    completed(b.cq, [7], 'receive in RTR')
+    to_rts(b, 0x1234)
+    b.qp.post_send(rdma(3, e.IBV_WR_RDMA_READ, mb, 1024, 256, ma, 0))
+    completed(b.cq, [3], 'READ once in RTS')
+    check(mb.read(256, 1024) == b'w' * 256, 'READ back: bytes')
+    check(not select.select([async_fd], [], [], 1.0)[0], 'a second async event')
+
+
 def event_fds():
     """(fd, target) of this process's uverbs event files (async events, completion channels)."""
     fds = set()
@@ -706,7 +740,7 @@ CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
     'ud': case_ud, 'solicited': case_solicited, 'limits': case_limits,
-    'qp_modify_live': case_qp_modify_live,
+    'qp_modify_live': case_qp_modify_live, 'comm_est': case_comm_est,
 }
 
 if __name__ == '__main__':

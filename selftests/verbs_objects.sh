@@ -4,10 +4,10 @@
 # Verbs objects through stock rdma-core (rxe provider) and pyverbs, on two metaroce
 # devices in two namespaces over veth: MRs with every access combination, CQs of many
 # sizes with resize, RC QPs with their capacities, the state machine with realistic
-# attributes, modifying a QP that moved data (RTS to RTS, SQD drain), the error-state
-# flush seen through the CQ ring, CQ overflow, AHs, SRQs (limits, the limit event,
-# receives shared by a QP), and device removal with every kind of object open and
-# mapped.
+# attributes, modifying a QP that moved data (RTS to RTS, SQD drain), COMM_EST, the
+# error-state flush seen through the CQ ring, CQ overflow, AHs, SRQs (limits, the limit
+# event, receives shared by a QP), and device removal with every kind of object open
+# and mapped.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -35,6 +35,7 @@ test_ah() { vo ah mroce0 mroce1; }
 test_srq() { vo srq mroce0 mroce1; }
 test_solicited() { vo solicited mroce0 mroce1; }
 test_qp_modify_live() { vo qp_modify_live mroce0 mroce1; }
+test_comm_est() { vo comm_est mroce0 mroce1; }
 # max_cq CQs and max_srq SRQs take about a minute here.
 test_limits() {
 	py_run 400 "$VO" limits mroce0
@@ -75,7 +76,7 @@ PY
 }
 
 ktap_print_header
-ktap_set_plan 12
+ktap_set_plan 13
 if ! [ -x $PY ] || ! $PY -c 'import pyverbs' 2>/dev/null; then
 	ktap_print_msg "python3-pyverbs is not installed"
 	exit $KSFT_SKIP
@@ -89,6 +90,7 @@ ktap_test "CQs: sizes up to max_cqe, above refused, resize up" test_cq
 ktap_test "RC QPs: capacities reported, limits and UC refused" test_qp_create
 ktap_test "RC QP state machine with realistic attributes; query_qp; invalid transitions" test_qp_connect
 ktap_test "RTS -> RTS and RTS -> SQD -> SQD -> RTS on a QP that moved data: SQ_DRAINED, nothing new started, new limits" test_qp_modify_live
+ktap_test "the first request to a QP in RTR raises IBV_EVENT_COMM_EST, once" test_comm_est
 ktap_test "ERR flushes posted receives and sends as IBV_WC_WR_FLUSH_ERR; resize below unpolled refused" test_flush
 ktap_test "CQ overflow raises IBV_EVENT_CQ_ERR" test_cq_overflow
 ktap_test "AHs to the peer's GID; bad source GID index refused" test_ah

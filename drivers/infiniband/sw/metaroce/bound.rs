@@ -84,6 +84,9 @@ pub(crate) struct Bound {
     /// The QP entered SQD: once the send WQEs the core holds complete, the QP says
     /// so ([`Qp::sq_drained`]).
     pub(crate) draining: bool,
+    /// The QP is in RTR and no request of the peer has reached it yet: the first one
+    /// raises `IB_EVENT_COMM_EST` ([`Bound::request_arrived`]).
+    pub(crate) comm_est_pending: bool,
 }
 
 fn core_opcode(op: SendOpcode) -> Option<Opcode> {
@@ -159,6 +162,8 @@ impl Bound {
             failed: false,
             send_pending: false,
             draining: false,
+            // Bound at INIT -> RTR.
+            comm_est_pending: true,
         })
     }
 
@@ -391,6 +396,8 @@ impl Bound {
                     port_num: 1,
                     network_hdr_type: 0,
                 };
+                // A message without payload placed nothing before this.
+                self.request_arrived();
                 // The slot is released before the completion is visible, as rdma_rxe
                 // does: an application that reposts on seeing it finds room.
                 self.qp.rq_advance();
@@ -430,12 +437,22 @@ impl Bound {
     /// Moves the QP to the error state: the core flushes what it holds, in order.
     pub(crate) fn fail(&mut self, conn: &mut Conn) {
         self.qp.set_error();
+        self.comm_est_pending = false;
         let _ = conn.qp_to_error(self.id);
         if !self.failed && self.qp.srq().is_some() {
             // No further receive is taken from the SRQ for this QP.
             self.qp.raise_event(QpEvent::LastWqeReached);
         }
         self.failed = true;
+    }
+
+    /// A request of the peer reached this QP: in RTR, the first one raises
+    /// `IB_EVENT_COMM_EST`, the connection manager's cue when its RTU is late.
+    pub(crate) fn request_arrived(&mut self) {
+        if self.comm_est_pending {
+            self.comm_est_pending = false;
+            self.qp.raise_event(QpEvent::CommEst);
+        }
     }
 
     /// In SQD: the send queue has drained once every WQE handed to the core completed.

@@ -379,6 +379,7 @@ impl ConnCtx {
             b.access = access;
             b.send_pending = true;
             b.draining = false;
+            b.comm_est_pending = false;
         }
         self.drive(dev, &mut st);
     }

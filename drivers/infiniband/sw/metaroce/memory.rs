@@ -136,7 +136,9 @@ pub(crate) fn gather_payload(
 
 impl Memory for QpMemory<'_> {
     fn take_shared_recv(&mut self, qp: QpId) -> Option<(u64, u32)> {
-        bound(self.qps, qp).ok()?.take_recv()
+        let b = bound(self.qps, qp).ok()?;
+        b.request_arrived();
+        b.take_recv()
     }
 
     fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
@@ -145,6 +147,7 @@ impl Memory for QpMemory<'_> {
         let pd = b.qp.pd();
         match dest {
             Dest::Remote { rkey, va } => {
+                b.request_arrived();
                 if !b.access.contains(Access::REMOTE_WRITE) {
                     return Err(MemError::Access);
                 }
@@ -154,6 +157,7 @@ impl Memory for QpMemory<'_> {
                     .map_err(|_| MemError::Access)
             }
             Dest::Recv { wr_id, offset } => {
+                b.request_arrived();
                 let sges = b.recv_sges(wr_id).map_err(|_| MemError::Operation)?;
                 scatter(dev, pd, sges.as_slice(), u64::from(offset), data).map_err(|_| MemError::Operation)
             }
@@ -168,6 +172,7 @@ impl Memory for QpMemory<'_> {
 
     fn check_read(&mut self, qp: QpId, rkey: u32, va: u64, len: u32) -> Result<(), MemError> {
         let b = bound(self.qps, qp)?;
+        b.request_arrived();
         if !b.access.contains(Access::REMOTE_READ) {
             return Err(MemError::Access);
         }
@@ -182,6 +187,7 @@ impl Memory for QpMemory<'_> {
 
     fn atomic(&mut self, qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
         let b = bound(self.qps, qp)?;
+        b.request_arrived();
         if !b.access.contains(Access::REMOTE_ATOMIC) {
             return Err(MemError::Access);
         }
