@@ -10,6 +10,7 @@
 #   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe runs the same on rdma_rxe.
 
 . "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/perftest.sh"
 
 : "${MROCE_TYPE:=metaroce}"
 IPA=198.18.0.1
@@ -26,8 +27,6 @@ cleanup() {
 trap cleanup EXIT
 
 setup() { setup_pair "$MROCE_TYPE"; }
-
-next_port() { PORT=$((PORT + 1)); }
 
 # cm_pair WAIT_CMD SERVER_CMD... -- CLIENT_CMD...: starts the server in $NSA, waits
 # until WAIT_CMD succeeds, runs the client in $NSB; fails unless both exit 0.
