@@ -105,6 +105,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if dups > 0 || late {
             p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD).max(thresh);
         }
+        if dups > 0 {
+            self.undo_spurious_timeouts(dups as u32, now);
+        }
         // A path is FIFO: an unacknowledged packet far enough below the largest
         // acknowledged one is lost, not late.
         //= Documentation/metaroce/spec.rst#sack-loss
@@ -153,9 +156,24 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(1);
             self.stats.spurious_timeouts = self.stats.spurious_timeouts.saturating_add(1);
             self.cc.on_spurious_timeout(pi);
+            self.undo.forget(pi);
         }
         self.on_chunk_acked(&s);
         !by_timeout
+    }
+
+    /// The receiver reported `dups` more duplicates: if those were every
+    /// retransmission of a run of timeouts, the timeouts were spurious.
+    //= Documentation/metaroce/spec.rst#late-packets
+    fn undo_spurious_timeouts(&mut self, dups: u32, now: Instant) {
+        let paths = self.undo.on_duplicates(dups, now);
+        for pi in (0..usize::from(self.cfg.paths)).filter(|&i| paths & (1 << i) != 0) {
+            let Some(p) = self.paths.get_mut(pi) else { continue };
+            p.timeout_end = None;
+            p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(1);
+            self.stats.spurious_timeouts = self.stats.spurious_timeouts.saturating_add(1);
+            self.cc.on_spurious_timeout(pi);
+        }
     }
 
     /// Re-arms (on progress) or cancels a path's retransmission timer.

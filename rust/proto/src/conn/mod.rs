@@ -16,6 +16,7 @@ mod store;
 #[cfg(test)]
 mod tests;
 mod tx;
+mod undo;
 
 pub use config::Config;
 pub use rx::RxDrop;
@@ -209,6 +210,8 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     /// `poll_transmit` held data back for pacing.
     paced: bool,
     consecutive_rto: u32,
+    /// Path timeouts that duplicates may yet prove spurious.
+    undo: undo::TimeoutUndo,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
     /// QPs whose in-order delivery may progress since the last delivery pass.
@@ -303,6 +306,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             next_send_at: now,
             paced: false,
             consecutive_rto: 0,
+            undo: Default::default(),
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
             deliver: PendingDelivery::None,
@@ -344,6 +348,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             next_send_at: now,
             paced: false,
             consecutive_rto: 0,
+            undo: Default::default(),
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
             deliver: PendingDelivery::None,
@@ -389,6 +394,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.next_send_at = now;
         self.paced = false;
         self.consecutive_rto = 0;
+        self.undo = Default::default();
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);
         self.deliver = PendingDelivery::None;
@@ -751,6 +757,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.stats.timeouts = p.stats.timeouts.saturating_add(1);
         let retire = p.consecutive_rto >= self.cfg.path_retire_rtos;
         let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
+        // Duplicates of its retransmissions come back within about a round trip,
+        // unless the host that delayed the ACKs delays them too.
+        let (init, min, max) = (self.cfg.rto_initial_ns, self.cfg.rto_min_ns, self.cfg.rto_max_ns);
+        let window = p.rtt.rto(init, min, max, self.cfg.ack_hold_ns()).saturating_mul(2);
+        self.undo.on_timeout(i, now, window);
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);
         if retire {

@@ -683,6 +683,39 @@ fn spurious_timeout_restores_the_window_and_late_packets_are_not_sent_again() {
     });
 }
 
+// spec: MR-CC-18
+#[test]
+fn spurious_timeout_told_by_duplicates_restores_the_window() {
+    big(|| {
+        for late in [true, false] {
+            let (mut n, qp) = Net::with_qp(1);
+            n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
+            let pkts = n.out(0);
+            assert_eq!(pkts.len(), 1);
+            let before = n.c[0].cc.path_window(0);
+            n.now = n.c[0].poll_timeout().unwrap();
+            n.c[0].handle_timeout(n.now);
+            assert!(n.c[0].cc.path_window(0) < before);
+            // Sent again before any ACK: the late ACK names a resolved PSN.
+            let retx: Vec<_> = n.out(0).into_iter().filter(|p| is_data(p)).collect();
+            assert_eq!(retx.len(), 1);
+            if late {
+                n.deliver(1, &pkts);
+            }
+            n.deliver(1, &retx);
+            assert_eq!(n.c[1].stats().rx_duplicates, u64::from(late));
+            let acks = n.out(1);
+            n.deliver(0, &acks);
+            assert_eq!(n.c[0].stats().spurious_timeouts, u64::from(late));
+            assert_eq!(n.c[0].paths[0].stats.spurious_timeouts, u64::from(late));
+            assert_eq!(n.c[0].cc.path_window(0) >= before, late, "restored only if the copy was a duplicate");
+            n.settle();
+            let c = n.completions(0);
+            assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 1, WcStatus::Success));
+        }
+    });
+}
+
 // spec: MR-RTX-12
 #[test]
 fn late_packet_after_a_sack_loss_is_not_sent_again() {

@@ -322,6 +322,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 let Some((psn, chunk, needed)) = found else { break };
                 if let Some(p) = self.paths.get_mut(pi) {
                     p.inflight.release_lost(psn);
+                    if needed && p.timeout_end.is_some_and(|end| seq_diff(psn, end) < 0) {
+                        self.undo.on_resent();
+                    }
                 }
                 if needed {
                     return Some(chunk);
