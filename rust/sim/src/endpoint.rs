@@ -27,6 +27,8 @@ pub struct EndpointStats {
     pub naks: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
+    /// ... of them spurious (undone).
+    pub spurious_timeouts: u64,
     /// Paths retired (source port re-rolled).
     pub paths_retired: u64,
     /// Datagrams dropped by the UDP checksum.

@@ -334,6 +334,7 @@ impl Endpoint for MetaHost {
             s.acks += c.tx_acks;
             s.naks += c.tx_naks;
             s.timeouts += c.timeouts;
+            s.spurious_timeouts += c.spurious_timeouts;
             s.rx_dropped += c.rx_dropped;
         }
         s

@@ -38,6 +38,10 @@ pub struct LinkConfig {
     pub jitter_ns: Time,
     /// Keep the link FIFO despite jitter (variable delay without reordering on this link).
     pub jitter_fifo: bool,
+    /// A stall of `stall.1` ns at the start of every `stall.0` ns (0: none): what would
+    /// arrive during it arrives at its end, in order, as from a host whose softirqs or
+    /// virtual CPU were held back.
+    pub stall: (Time, Time),
 }
 
 impl LinkConfig {
@@ -53,6 +57,7 @@ impl LinkConfig {
             corrupt: 0.0,
             jitter_ns: 0,
             jitter_fifo: false,
+            stall: (0, 0),
         }
     }
 
@@ -178,6 +183,10 @@ impl Link {
         let mut at = self.busy_until + self.cfg.delay_ns + jitter;
         if self.cfg.jitter_fifo {
             at = at.max(self.last_arrival);
+        }
+        let (every, stall) = self.cfg.stall;
+        if every > 0 && at % every < stall {
+            at += stall - at % every;
         }
         self.last_arrival = self.last_arrival.max(at);
         at

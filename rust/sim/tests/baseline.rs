@@ -32,7 +32,7 @@ fn writes_and_sends(src: usize, dst: usize) -> FlowSpec {
 fn gbn_exact_under_faults() {
     with_stack(|| {
         for seed in 0..6 {
-            let f = Faults { loss: 0.02, dup: 0.02, corrupt: 0.01, jitter_ns: 2 * US };
+            let f = Faults { loss: 0.02, dup: 0.02, corrupt: 0.01, jitter_ns: 2 * US, ..Default::default() };
             let mut w = build_world(faulty_pair(4, f), fast_gbn(), 2000 + seed);
             w.add_flow(writes_and_sends(0, 1));
             w.add_flow(writes_and_sends(1, 0));

@@ -166,12 +166,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// retransmission of a run of timeouts, the timeouts were spurious.
     //= Documentation/metaroce/spec.rst#late-packets
     fn undo_spurious_timeouts(&mut self, dups: u32, now: Instant) {
-        let paths = self.undo.on_duplicates(dups, now);
-        for pi in (0..usize::from(self.cfg.paths)).filter(|&i| paths & (1 << i) != 0) {
+        let Some(timeouts) = self.undo.on_duplicates(dups, now) else { return };
+        for (pi, &n) in timeouts.iter().enumerate().filter(|(_, &n)| n > 0) {
             let Some(p) = self.paths.get_mut(pi) else { continue };
             p.timeout_end = None;
-            p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(1);
-            self.stats.spurious_timeouts = self.stats.spurious_timeouts.saturating_add(1);
+            p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(u64::from(n));
+            self.stats.spurious_timeouts = self.stats.spurious_timeouts.saturating_add(u64::from(n));
             self.cc.on_spurious_timeout(pi);
         }
     }

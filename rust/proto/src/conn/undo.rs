@@ -12,14 +12,18 @@
 //!
 //= Documentation/metaroce/spec.rst#late-packets
 
+use crate::constants::MAX_PATHS;
 use crate::timer::Instant;
+
+/// The timeouts of a run, per path.
+pub(crate) type PathTimeouts = [u8; MAX_PATHS];
 
 /// The timeouts since the last resolved run, and their retransmissions not yet
 /// reported back as duplicates.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct TimeoutUndo {
-    /// The paths that timed out (one bit per path).
-    paths: u32,
+    /// The timeouts of each path.
+    timeouts: PathTimeouts,
     /// Retransmissions of packets the timeouts declared lost, less the
     /// duplicates reported since.
     resent: u32,
@@ -34,16 +38,22 @@ impl TimeoutUndo {
     /// Path `path` timed out at `now`; its retransmissions come back as
     /// duplicates within `window_ns` if it was spurious.
     pub(crate) fn on_timeout(&mut self, path: usize, now: Instant, window_ns: u64) {
-        if self.paths != 0 && now > self.until {
+        if self.active() && now > self.until {
             *self = Self::default();
         }
-        self.paths |= 1u32.checked_shl(path as u32).unwrap_or(0);
-        self.until = now.add_nanos(window_ns);
+        if let Some(n) = self.timeouts.get_mut(path) {
+            *n = n.saturating_add(1);
+            self.until = now.add_nanos(window_ns);
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.timeouts.iter().any(|&n| n > 0)
     }
 
     /// A packet a timeout had declared lost was sent again.
     pub(crate) fn on_resent(&mut self) {
-        if self.paths != 0 {
+        if self.active() {
             self.resent = self.resent.saturating_add(1);
             self.any_resent = true;
         }
@@ -51,30 +61,32 @@ impl TimeoutUndo {
 
     /// Path `path`'s timeout was proven spurious otherwise ([MR-CC-17]).
     pub(crate) fn forget(&mut self, path: usize) {
-        self.paths &= !1u32.checked_shl(path as u32).unwrap_or(0);
-        if self.paths == 0 {
+        if let Some(n) = self.timeouts.get_mut(path) {
+            *n = 0;
+        }
+        if !self.active() {
             *self = Self::default();
         }
     }
 
-    /// The receiver reported `dups` more duplicates. Returns the paths whose
-    /// timeouts were spurious (one bit per path) once every retransmission of
-    /// the run has come back as a duplicate, and ends the run.
-    pub(crate) fn on_duplicates(&mut self, dups: u32, now: Instant) -> u32 {
-        if self.paths == 0 {
-            return 0;
+    /// The receiver reported `dups` more duplicates. Once every retransmission
+    /// of the run has come back as a duplicate, ends the run and returns its
+    /// timeouts, which were spurious.
+    pub(crate) fn on_duplicates(&mut self, dups: u32, now: Instant) -> Option<PathTimeouts> {
+        if !self.active() {
+            return None;
         }
         if now > self.until {
             *self = Self::default();
-            return 0;
+            return None;
         }
         self.resent = self.resent.saturating_sub(dups);
         if !self.any_resent || self.resent > 0 {
-            return 0;
+            return None;
         }
-        let paths = self.paths;
+        let timeouts = self.timeouts;
         *self = Self::default();
-        paths
+        Some(timeouts)
     }
 }
 
@@ -86,18 +98,28 @@ mod tests {
         Instant::from_nanos(us * 1000)
     }
 
+    /// Timeouts `n` on each path of `paths`, none elsewhere.
+    fn on(paths: &[(usize, u8)]) -> Option<PathTimeouts> {
+        let mut t = PathTimeouts::default();
+        for &(p, n) in paths {
+            t[p] = n;
+        }
+        Some(t)
+    }
+
     // spec: MR-CC-18
     #[test]
     fn every_retransmission_a_duplicate_undoes_the_run() {
         let mut u = TimeoutUndo::default();
-        assert_eq!(u.on_duplicates(5, t(1)), 0, "no timeout, nothing to undo");
+        assert_eq!(u.on_duplicates(5, t(1)), None, "no timeout, nothing to undo");
         u.on_timeout(2, t(10), 1_000_000);
         u.on_timeout(5, t(20), 1_000_000);
+        u.on_timeout(5, t(25), 1_000_000);
         u.on_resent();
         u.on_resent();
         u.on_resent();
-        assert_eq!(u.on_duplicates(2, t(30)), 0, "one retransmission not yet back");
-        assert_eq!(u.on_duplicates(1, t(40)), (1 << 2) | (1 << 5));
+        assert_eq!(u.on_duplicates(2, t(30)), None, "one retransmission not yet back");
+        assert_eq!(u.on_duplicates(1, t(40)), on(&[(2, 1), (5, 2)]));
         assert_eq!(u, TimeoutUndo::default(), "the run ended");
     }
 
@@ -107,23 +129,23 @@ mod tests {
         u.on_timeout(0, t(10), 1_000_000);
         u.on_resent();
         u.on_resent();
-        assert_eq!(u.on_duplicates(1, t(100)), 0);
+        assert_eq!(u.on_duplicates(1, t(100)), None);
         // The second one filled a real hole: no duplicate within the window.
-        assert_eq!(u.on_duplicates(1, t(2000)), 0, "too late: the run is over");
+        assert_eq!(u.on_duplicates(1, t(2000)), None, "too late: the run is over");
         // A new run starts clean.
         u.on_timeout(1, t(3000), 1_000_000);
         u.on_resent();
-        assert_eq!(u.on_duplicates(1, t(3100)), 1 << 1);
+        assert_eq!(u.on_duplicates(1, t(3100)), on(&[(1, 1)]));
     }
 
     #[test]
     fn nothing_sent_again_proves_nothing() {
         let mut u = TimeoutUndo::default();
         u.on_timeout(3, t(10), 1_000_000);
-        assert_eq!(u.on_duplicates(4, t(20)), 0);
+        assert_eq!(u.on_duplicates(4, t(20)), None);
         u.on_resent();
         u.on_timeout(40, t(30), 1_000_000);
-        assert_eq!(u.on_duplicates(1, t(40)), 1 << 3, "an out-of-range path adds no bit");
+        assert_eq!(u.on_duplicates(1, t(40)), on(&[(3, 1)]), "an out-of-range path counts nothing");
     }
 
     #[test]
@@ -133,7 +155,7 @@ mod tests {
         u.on_timeout(2, t(10), 1_000_000);
         u.on_resent();
         u.forget(1);
-        assert_eq!(u.on_duplicates(1, t(20)), 1 << 2);
+        assert_eq!(u.on_duplicates(1, t(20)), on(&[(2, 1)]));
         u.on_timeout(1, t(30), 1_000_000);
         u.on_resent();
         u.forget(1);

@@ -19,6 +19,8 @@ pub struct Faults {
     pub dup: f64,
     pub corrupt: f64,
     pub jitter_ns: Time,
+    /// Every `stall.0` ns, nothing arrives for `stall.1` ns ([`LinkConfig::stall`]).
+    pub stall: (Time, Time),
 }
 
 impl Faults {
@@ -27,6 +29,7 @@ impl Faults {
         l.dup = self.dup;
         l.corrupt = self.corrupt;
         l.jitter_ns = self.jitter_ns;
+        l.stall = self.stall;
     }
 }
 
