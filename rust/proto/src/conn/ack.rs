@@ -150,7 +150,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // is not sent again.
         //= Documentation/metaroce/spec.rst#late-packets
         let Some(s) = p.inflight.release_lost(psn) else { return false };
-        let by_timeout = p.timeout_end.is_some_and(|end| seq_diff(psn, end) < 0);
+        let by_timeout = p.lost_by_timeout(psn);
         if by_timeout {
             p.timeout_end = None;
             p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(1);
@@ -178,13 +178,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
 
     /// Re-arms (on progress) or cancels a path's retransmission timer.
     pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
-        let (init, min, max) = (self.cfg.rto_initial_ns, self.cfg.rto_min_ns, self.cfg.rto_max_ns);
-        let hold = self.cfg.ack_hold_ns();
+        let max = self.cfg.rto_max_ns;
         let Some(p) = self.paths.get_mut(pi) else { return };
         if p.inflight.in_flight == 0 {
             p.rto_deadline = None;
         } else if progress || p.rto_deadline.is_none() {
-            let rto = p.rtt.rto(init, min, max, hold);
+            let rto = self.cfg.rto_ns(&p.rtt);
             let backed = rto.checked_shl(p.backoff).unwrap_or(max).min(max);
             p.rto_deadline = Some(now.add_nanos(backed));
         }

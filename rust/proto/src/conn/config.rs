@@ -103,6 +103,12 @@ impl Config {
     pub fn ack_hold_ns(&self) -> u64 {
         self.ack_delay_ns.min(self.rto_min_ns / 4)
     }
+
+    /// The retransmission timeout of a path with RTT estimate `rtt`, before backoff.
+    //= Documentation/metaroce/spec.rst#rtt
+    pub(crate) fn rto_ns(&self, rtt: &crate::path::RttEstimator) -> u64 {
+        rtt.rto(self.rto_initial_ns, self.rto_min_ns, self.rto_max_ns, self.ack_hold_ns())
+    }
 }
 
 impl Default for Config {

@@ -759,8 +759,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
         // Duplicates of its retransmissions come back within about a round trip,
         // unless the host that delayed the ACKs delays them too.
-        let (init, min, max) = (self.cfg.rto_initial_ns, self.cfg.rto_min_ns, self.cfg.rto_max_ns);
-        let window = p.rtt.rto(init, min, max, self.cfg.ack_hold_ns()).saturating_mul(2);
+        let window = self.cfg.rto_ns(&p.rtt).saturating_mul(2);
         self.undo.on_timeout(i, now, window);
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);

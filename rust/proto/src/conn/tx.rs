@@ -322,7 +322,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 let Some((psn, chunk, needed)) = found else { break };
                 if let Some(p) = self.paths.get_mut(pi) {
                     p.inflight.release_lost(psn);
-                    if needed && p.timeout_end.is_some_and(|end| seq_diff(psn, end) < 0) {
+                    if needed && p.lost_by_timeout(psn) {
                         self.undo.on_resent();
                     }
                 }

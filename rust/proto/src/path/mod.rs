@@ -130,6 +130,11 @@ impl TxPath {
     pub(crate) fn floor_needed(&self) -> bool {
         crate::psn::seq_diff(self.inflight.una(), self.peer_cum) > 0
     }
+
+    /// Whether the path's last timeout declared `psn` lost ([`Self::timeout_end`]).
+    pub(crate) fn lost_by_timeout(&self, psn: u32) -> bool {
+        self.timeout_end.is_some_and(|end| crate::psn::seq_diff(psn, end) < 0)
+    }
 }
 
 /// A UDP source port in the dynamic range 49152..=65535 from 16 random bits.
