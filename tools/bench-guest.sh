@@ -12,7 +12,9 @@
 # the tests whose name matches (an extended regular expression), BENCH_COUNTERS=1 prints
 # the metaroce transport counters of both devices after each of its runs, BENCH_REPEAT=N
 # (default 3) runs every cell N times, metaroce and rxe alternating, so that the two
-# drivers of a pair run back to back (tools/bench reports medians).
+# drivers of a pair run back to back (tools/bench reports medians), and
+# BENCH_IMPAIRED_REPEAT=N (default 5) does so for the rounds of impaired cells, whose
+# goal is a share of another cell and so takes the noise of two.
 
 . "$(dirname "$0")/../selftests/lib.sh"
 
@@ -20,7 +22,8 @@ QUICK=0
 [ "${1:-}" = --quick ] && QUICK=1
 DURATION=${BENCH_DURATION:-4}
 REPEAT=${BENCH_REPEAT:-3}
-[ $QUICK = 1 ] && DURATION=2 REPEAT=1
+IMPAIRED_REPEAT=${BENCH_IMPAIRED_REPEAT:-5}
+[ $QUICK = 1 ] && DURATION=2 REPEAT=1 IMPAIRED_REPEAT=1
 
 setup() {
 	modprobe -a rdma_rxe sch_netem 2>/dev/null
@@ -170,7 +173,7 @@ both "ib_send_lat 2B p99" ib_send_lat -s 2 -n 2000
 # separates what the qdisc costs from what the impairment costs.
 IMPAIRMENTS=("none" "loss 0%" "loss 0.1%" "loss 1%" "delay 100us reorder 95%")
 [ $QUICK = 1 ] && IMPAIRMENTS=("none" "loss 1%")
-for i in $(seq "$REPEAT"); do
+for i in $(seq "$IMPAIRED_REPEAT"); do
 	for imp in "${IMPAIRMENTS[@]}"; do
 		test="ib_write_bw 65536B ${imp/none/clean}"
 		selected "$test" || continue
