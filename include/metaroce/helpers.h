@@ -81,6 +81,9 @@ struct work_struct;
 bool metaroce_queue_work_after_cpu(unsigned int cpu, struct workqueue_struct *wq,
 				   struct work_struct *work);
 
+/* Whether the current task is a user task: neither a kernel thread nor idle. */
+bool metaroce_current_is_user_task(void);
+
 /* Build-time layout checks the Rust side relies on. */
 size_t metaroce_sizeof_ib_device(void);
 

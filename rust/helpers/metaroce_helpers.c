@@ -8,6 +8,7 @@
 #include <linux/overflow.h>
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
+#include <linux/sched.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
@@ -240,4 +241,9 @@ bool metaroce_queue_work_after_cpu(unsigned int cpu, struct workqueue_struct *wq
 	queued = queue_work_on(target, wq, work);
 	preempt_enable();
 	return queued;
+}
+
+bool metaroce_current_is_user_task(void)
+{
+	return !(current->flags & (PF_KTHREAD | PF_IDLE));
 }

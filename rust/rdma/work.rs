@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! What the kernel crate's workqueue abstraction leaves out: waiting for a work item,
-//! and queueing one on another CPU.
+//! queueing one on another CPU, and telling whether this CPU runs a user task.
 
 use crate::bindings;
 use kernel::cpu::CpuId;
@@ -42,4 +42,15 @@ where
             bindings::metaroce_queue_work_after_cpu(cpu.as_u32(), queue_ptr, work_ptr.cast())
         })
     }
+}
+
+/// Whether this CPU runs a user task under the caller: the task a softirq
+/// interrupted, or the caller itself in process context. `false` in a kernel thread
+/// (ksoftirqd, a worker) and on an idle CPU.
+///
+/// Softirq work that finds a user task under it takes that task's CPU time; work
+/// that does not runs where the CPU had time to spare.
+pub fn cpu_runs_user_task() -> bool {
+    // SAFETY: The helper only reads the current task's flags.
+    unsafe { bindings::metaroce_current_is_user_task() }
 }

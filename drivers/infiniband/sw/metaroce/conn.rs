@@ -132,8 +132,8 @@ pub(crate) struct ConnCtx {
     /// while the connection streams, its work item runs on another CPU.
     app_cpu: Atomic<u32>,
     /// The last run received and sent [`STREAM_BATCH`] or more datagrams: the
-    /// connection carries a stream, and its work item runs on the CPU after the one
-    /// that queues it.
+    /// connection carries a stream, and its work item leaves a CPU that runs a user
+    /// task for the next one ([`Self::kick`]).
     in_stream: Atomic<bool>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
@@ -250,12 +250,13 @@ impl ConnCtx {
     /// transmission leave the application its CPU (veth, for one, receives on the
     /// sending CPU). While the connection carries a stream otherwise (the receiver of
     /// a WRITE or SEND, the responder of a READ), it runs on the CPU after the one
-    /// that queues it (that received), so the two ends of a stream run on different
-    /// CPUs.
+    /// that queues it (that received) if that CPU runs a user task (a SEND receiver
+    /// polling for its receives): it would take that task's time. On a CPU that runs
+    /// no user task it stays, sparing a cross-CPU kick per run.
     pub(crate) fn kick(self: &Arc<Self>) {
         let queue = workqueue::system_bh_highpri();
-        let home = CpuId::from_u32(self.app_cpu.load(Relaxed))
-            .or_else(|| self.in_stream.load(Relaxed).then(CpuId::current));
+        let busy = || self.in_stream.load(Relaxed) && rdma::work::cpu_runs_user_task();
+        let home = CpuId::from_u32(self.app_cpu.load(Relaxed)).or_else(|| busy().then(CpuId::current));
         let _ = match home {
             Some(cpu) => rdma::work::enqueue_after::<Arc<Self>, 0>(queue, cpu, self.clone()),
             None => queue.enqueue::<Arc<Self>, 0>(self.clone()),
