@@ -149,7 +149,7 @@ if ! setup; then
 	echo "# bench setup failed"
 	exit 1
 fi
-echo "# preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), duration ${DURATION}s, $REPEAT runs per cell"
+echo "# preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), duration ${DURATION}s, $REPEAT runs per cell, $IMPAIRED_REPEAT rounds of the netem cells"
 
 SIZES="4096 65536 1048576"
 MTUS="1500 9000"
