@@ -42,6 +42,57 @@ fn retry_exhaustion_fails_then_flushes() {
     });
 }
 
+// spec: MR-RTX-13, MR-QP-4
+#[test]
+fn qp_whose_peer_drops_its_requests_fails_while_another_streams() {
+    big_stack(|| {
+        let mut c = cfg();
+        c.paths = 2;
+        c.retry_limit = 7;
+        let mut p = Pair::new(c, LinkCfg::default(), 11);
+        let live = p.open_qp(0);
+        let dropped = p.open_qp(1);
+        p.nodes[0].conn.set_retry_limit(dropped, 2).unwrap();
+        // The peer unbinds QP 1 and drops its requests; QP 0 goes on.
+        p.nodes[1].conn.close_qp(dropped);
+        p.nodes[1].mem.mrs.insert(1, (0, vec![0; 4096]));
+        let write = |id: u64| WorkRequest { rkey: 1, remote_addr: 0, ..wr(id, Opcode::Write, 2000) };
+        p.nodes[0].mem.local.insert(1_000, pattern(1_000, 2000));
+        p.nodes[0].conn.post_send(dropped, write(1_000)).unwrap();
+        let mut posted = 0u64;
+        let mut steps = 0;
+        let mut failed_at = None;
+        while steps < 200_000 {
+            let done = p.nodes[0].completions.iter().filter(|c| c.qp == live).count() as u64;
+            while posted - done < 4 {
+                posted += 1;
+                p.nodes[0].mem.local.insert(posted, pattern(posted, 2000));
+                p.nodes[0].conn.post_send(live, write(posted)).unwrap();
+            }
+            p.step();
+            steps += 1;
+            if failed_at.is_none() && p.nodes[0].completions.iter().any(|c| c.qp == dropped) {
+                failed_at = Some(done);
+            }
+            if failed_at.is_some_and(|at| done >= at + 50) {
+                break;
+            }
+        }
+        let at = failed_at.expect("the dropped QP's request never failed");
+        let c = &p.nodes[0].completions;
+        let mine: Vec<_> = c.iter().filter(|c| c.qp == dropped).collect();
+        assert_eq!(mine.len(), 1);
+        assert_eq!(mine[0].wr_id, 1_000);
+        assert_eq!(mine[0].status, WcStatus::RetryExcErr);
+        // The other QP streamed all along, and goes on after the failure.
+        assert!(at > 0, "no WRITE of the live QP completed first");
+        let live_done: Vec<_> = c.iter().filter(|c| c.qp == live).collect();
+        assert!(live_done.len() as u64 >= at + 50);
+        assert!(live_done.iter().all(|c| c.status == WcStatus::Success));
+        assert_eq!(p.nodes[0].conn.post_send(dropped, write(2_000)), Err(metaroce_proto::PostError::QpError));
+    });
+}
+
 // spec: MR-RNR-1, MR-RNR-3
 #[test]
 fn rnr_waits_for_receive_then_completes() {

@@ -114,11 +114,14 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if let Some(largest) = largest {
             let mut lost_bytes = 0u32;
             let mut psn = una;
+            self.loss_detections = self.loss_detections.wrapping_add(1);
+            let paths = self.cfg.paths;
             let Some(p) = self.paths.get_mut(pi) else { return };
             while seq_diff(largest, psn) >= thresh as i32 {
                 if let Some(s) = p.inflight.mark_lost(psn) {
                     lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
                     p.stats.lost = p.stats.lost.saturating_add(1);
+                    self.qps.request_lost(&s, self.loss_detections, paths);
                 }
                 psn = psn.wrapping_add(1);
             }
@@ -201,6 +204,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.deliver.add(usize::from(s.chunk.qp));
         } else {
             q.req_acked.insert(s.chunk.ssn);
+            q.lost_in_a_row = 0;
         }
     }
 

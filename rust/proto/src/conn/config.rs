@@ -25,7 +25,8 @@ pub struct Config {
     pub rto_max_ns: u64,
     /// Consecutive timeouts per path (without progress anywhere) allowed before
     /// every outstanding work request fails with `RetryExcErr`
-    /// (verbs `retry_cnt`; the budget scales with the path count).
+    /// (verbs `retry_cnt`; the budget scales with the path count). Also each
+    /// new QP's own limit ([`Connection::set_retry_limit`](crate::Connection::set_retry_limit)).
     pub retry_limit: u8,
     /// RNR retries per work request before `RnrRetryExcErr`; 7 means unlimited (verbs `rnr_retry`).
     pub rnr_retry: u8,

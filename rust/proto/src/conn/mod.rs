@@ -210,6 +210,9 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     /// `poll_transmit` held data back for pacing.
     paced: bool,
     consecutive_rto: u32,
+    /// Loss detections so far: a path timeout or an ACK block that declared
+    /// packets lost ([`Qp::request_lost`](qp::Qp::request_lost) counts each once).
+    loss_detections: u32,
     /// Path timeouts that duplicates may yet prove spurious.
     undo: undo::TimeoutUndo,
     rnr_wakeup: Option<Instant>,
@@ -306,6 +309,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             next_send_at: now,
             paced: false,
             consecutive_rto: 0,
+            loss_detections: 0,
             undo: Default::default(),
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
@@ -348,6 +352,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             next_send_at: now,
             paced: false,
             consecutive_rto: 0,
+            loss_detections: 0,
             undo: Default::default(),
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
@@ -394,6 +399,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.next_send_at = now;
         self.paced = false;
         self.consecutive_rto = 0;
+        self.loss_detections = 0;
         self.undo = Default::default();
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);
@@ -544,17 +550,28 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         q.next_resp_ssn = peer_rssn;
         q.resp_acked.reset(peer_rssn);
         q.rnr_retry = self.cfg.rnr_retry;
+        q.retry_limit = self.cfg.retry_limit;
         Ok(QpId(i as u16))
     }
 
     /// Changes the retransmission settings (verbs `retry_cnt` and the local ACK
-    /// timeout arrive at RTS, after the connection exists); out-of-range values
+    /// timeout arrive at RTS, after the connection exists): `retry_limit` is the
+    /// connection's own and new QPs' ([`set_retry_limit`](Self::set_retry_limit)
+    /// sets a bound QP's); out-of-range values
     /// are clamped as [`Config::sanitized`] does.
     pub fn set_retransmission(&mut self, retry_limit: u8, rto_initial_ns: u64, rto_min_ns: u64) {
         self.cfg.retry_limit = retry_limit;
         self.cfg.rto_initial_ns = rto_initial_ns;
         self.cfg.rto_min_ns = rto_min_ns.max(1_000);
         self.cfg.rto_max_ns = self.cfg.rto_max_ns.max(self.cfg.rto_min_ns).max(rto_initial_ns);
+    }
+
+    /// Sets how often a QP's requests may be found lost in a row before the QP
+    /// fails with `RetryExcErr` (verbs `retry_cnt`, which QPs sharing a
+    /// connection may set differently; [MR-RTX-13]). 0 counts as 1.
+    pub fn set_retry_limit(&mut self, qp: QpId, retry_limit: u8) -> Result<(), PostError> {
+        self.active_qp(qp)?.retry_limit = retry_limit.max(1);
+        Ok(())
     }
 
     /// Sets the RNR retries of a QP's work requests (verbs `rnr_retry`; 7 is
@@ -748,8 +765,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.rto_deadline = None;
         let (mut psn, end) = p.inflight.range();
         p.timeout_end = Some(end);
+        self.loss_detections = self.loss_detections.wrapping_add(1);
+        let paths = self.cfg.paths;
         while psn != end {
-            p.inflight.mark_lost(psn);
+            if let Some(s) = p.inflight.mark_lost(psn) {
+                self.qps.request_lost(&s, self.loss_detections, paths);
+            }
             psn = psn.wrapping_add(1);
         }
         p.consecutive_rto = p.consecutive_rto.saturating_add(1);
@@ -767,7 +788,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.retire_path(i);
         }
         self.consecutive_rto = self.consecutive_rto.saturating_add(1);
-        let budget = u32::from(self.cfg.retry_limit).saturating_mul(u32::from(self.cfg.paths));
+        // The most patient QP's limit: the others fail by their own ([MR-RTX-13]).
+        let limit = (0..self.qps.len())
+            .filter_map(|i| self.qps.qp(i))
+            .filter(|q| q.state == QpState::Active)
+            .fold(self.cfg.retry_limit, |l, q| l.max(q.retry_limit));
+        let budget = u32::from(limit).saturating_mul(u32::from(self.cfg.paths));
         if self.consecutive_rto > budget {
             self.fail_all(WcStatus::RetryExcErr);
         }
@@ -796,13 +822,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     fn fail_all(&mut self, status: WcStatus) {
         for i in 0..self.qps.len() {
             let Some(q) = self.qps.qp_mut(i).filter(|q| q.state == QpState::Active) else { continue };
-            let head = q.sq_head;
-            if head != q.next_msn {
-                if let Some(w) = q.sq_slot_mut(head) {
-                    w.status.get_or_insert(status);
-                }
-                q.fail(status);
-            } else if status == WcStatus::WrFlushErr {
+            if !q.fail_oldest(status) && status == WcStatus::WrFlushErr {
                 q.fail(status);
             }
         }

@@ -141,6 +141,13 @@ pub(crate) struct Qp {
     pub(crate) resp_err: Option<WcStatus>,
     /// RNR retries per work request (verbs `rnr_retry`, 7 = unlimited).
     pub(crate) rnr_retry: u8,
+    /// Verbs `retry_cnt` ([`Qp::request_lost`]).
+    pub(crate) retry_limit: u8,
+    /// Loss detections that found a request packet of this QP lost since one
+    /// was last acknowledged.
+    pub(crate) lost_in_a_row: u32,
+    /// The loss detection counted last in [`Qp::lost_in_a_row`].
+    pub(crate) last_loss_detection: u32,
     /// READ and ATOMIC requests that may be outstanding at once (verbs
     /// `max_rd_atomic`; 0 = no limit).
     pub(crate) rd_atomic_limit: u8,
@@ -279,6 +286,38 @@ impl Qp {
         }
     }
 
+    /// Fails the QP with `status` if it has send work: the oldest request
+    /// completes with it and the rest are flushed ([MR-CMP-6]). Returns
+    /// whether it had any.
+    pub(crate) fn fail_oldest(&mut self, status: WcStatus) -> bool {
+        let head = self.sq_head;
+        if head == self.next_msn {
+            return false;
+        }
+        if let Some(w) = self.sq_slot_mut(head) {
+            w.status.get_or_insert(status);
+        }
+        self.fail(status);
+        true
+    }
+
+    /// Loss detection `detection` (a path timeout, or an ACK block's SACK gap)
+    /// found one of this QP's request packets lost. Counted once per detection;
+    /// more than `retry_limit * paths` in a row, with none of the QP's request
+    /// packets acknowledged in between, fail the QP with `RetryExcErr`, however
+    /// well the connection's other QPs fare: the peer drops what this one sends.
+    //= Documentation/metaroce/spec.rst#qp-retry-limit
+    pub(crate) fn request_lost(&mut self, detection: u32, paths: u8) {
+        if self.state != QpState::Active || (self.lost_in_a_row > 0 && self.last_loss_detection == detection) {
+            return;
+        }
+        self.last_loss_detection = detection;
+        self.lost_in_a_row = self.lost_in_a_row.saturating_add(1);
+        if self.lost_in_a_row > u32::from(self.retry_limit).saturating_mul(u32::from(paths)) {
+            self.fail_oldest(WcStatus::RetryExcErr);
+        }
+    }
+
     /// The responder refused a request: the QP fails ([MR-CMP-8]) and, if this
     /// failed it, reports why ([MR-CMP-10]). A status that refuses nothing changes
     /// nothing.
@@ -307,6 +346,9 @@ impl Qp {
             error: None,
             resp_err: None,
             rnr_retry: 7,
+            retry_limit: 7,
+            lost_in_a_row: 0,
+            last_loss_detection: 0,
             rd_atomic_limit: 0,
             rd_atomic_out: 0,
             rd_atomic_msn: 0,
@@ -346,6 +388,9 @@ impl Qp {
             error: None,
             resp_err: None,
             rnr_retry: 7,
+            retry_limit: 7,
+            lost_in_a_row: 0,
+            last_loss_detection: 0,
             rd_atomic_limit: 0,
             rd_atomic_out: 0,
             rd_atomic_msn: 0,
@@ -383,6 +428,9 @@ impl Qp {
         self.error = None;
         self.resp_err = None;
         self.rnr_retry = 7;
+        self.retry_limit = 7;
+        self.lost_in_a_row = 0;
+        self.last_loss_detection = 0;
         self.rd_atomic_limit = 0;
         self.rd_atomic_out = 0;
         self.rd_atomic_msn = 0;
@@ -411,3 +459,4 @@ impl Qp {
         self.resp_acked.reset(0);
     }
 }
+

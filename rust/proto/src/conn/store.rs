@@ -14,6 +14,7 @@
 //= Documentation/metaroce/spec.rst#streams
 
 use super::qp::Qp;
+use crate::path::inflight::Sent;
 use crate::constants::MAX_QPS;
 use pin_init::{init, Init};
 
@@ -92,6 +93,17 @@ pub(crate) trait QpStoreExt: QpStore {
 
     fn qp_mut(&mut self, i: usize) -> Option<&mut Qp> {
         self.get_mut(i).map(|s| &mut s.qp)
+    }
+
+    /// A path lost `sent`: if it was a request packet, its QP counts the loss
+    /// detection `detection` ([`Qp::request_lost`]).
+    fn request_lost(&mut self, sent: &Sent, detection: u32, paths: u8) {
+        if sent.chunk.resp {
+            return;
+        }
+        if let Some(q) = self.qp_mut(usize::from(sent.chunk.qp)) {
+            q.request_lost(detection, paths);
+        }
     }
 }
 
