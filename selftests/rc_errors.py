@@ -314,6 +314,41 @@ def case_peer_qp_destroyed():
     retry_exceeded('WRITE to a destroyed peer QP', lambda a, b: b.qp.close())
 
 
+def case_peer_qp_destroyed_others_stream():
+    """Another QP pair between the same devices shares the connection and keeps
+    completing WRITEs: the QP whose peer is gone still fails, by its own
+    retry_cnt, and the other goes on."""
+    what = 'WRITE to a destroyed peer QP while another QP streams'
+    a, b = pair(a_rts=dict(retry_cnt=2, timeout=10))
+    c, d = pair()
+    local, target = a.mr(SIZE), b.mr(SIZE)
+    src, dst = c.mr(SIZE), d.mr(SIZE)
+    b.qp.close()
+    t0 = time.monotonic()
+    a.qp.post_send(rdma_wr(1, e.IBV_WR_RDMA_WRITE, local, 8192, target.rkey, target.buf))
+    streamed, failed, after = 0, None, 0
+    while time.monotonic() < t0 + 60 and (failed is None or after < 20):
+        c.qp.post_send(rdma_wr(100 + streamed, e.IBV_WR_RDMA_WRITE, src, 4096, dst.rkey, dst.buf))
+        wc = wait_wc(c.scq, 100 + streamed, f'{what}: the other QP')
+        expect_status(wc, e.IBV_WC_SUCCESS, 'other_qp_ok', f'{what}: the other QP')
+        streamed += 1
+        if failed is not None:
+            after += 1
+            continue
+        n, wcs = a.scq.poll(1)
+        if n:
+            failed = wcs[0]
+            print(f'{what}: {status_name(failed.status)} after {time.monotonic() - t0:.2f} s '
+                  f'and {streamed} WRITEs of the other QP')
+    check(failed is not None, f'{what}: no completion in 60 s, while the other QP '
+                              f'completed {streamed} WRITEs')
+    check(failed.wr_id == 1, f'{what}: wr_id {failed.wr_id}')
+    expect_status(failed, e.IBV_WC_RETRY_EXC_ERR, 'retry_exc', what)
+    expect_state(a, e.IBV_QPS_ERR, 'req_err_state', f'{what}: requester')
+    expect_state(c, e.IBV_QPS_RTS, 'other_qp_ok', f'{what}: the other QP')
+    close(a, b, c, d)
+
+
 def case_peer_unreachable():
     # The path drops everything (the peer's host is gone); the link stays up.
     retry_exceeded('WRITE over a path that drops everything',

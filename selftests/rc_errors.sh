@@ -4,8 +4,9 @@
 # RC error paths (rc_errors.py), each checking the completion status, QP state and
 # memory an application relies on: remote access errors (bad rkey, out of bounds,
 # missing REMOTE_WRITE/READ/ATOMIC), RNR retries exhausted and recovered, retries
-# exhausted when the peer QP is gone, the path drops everything or the peer's link
-# goes down, local protection and length errors, posting in RESET/INIT/RTR.
+# exhausted when the peer QP is gone (also while another QP of the connection
+# streams), the path drops everything or the peer's link goes down, local
+# protection and length errors, posting in RESET/INIT/RTR.
 #
 #   MROCE_TYPE=metaroce (default) or rxe. On rxe, the documented deviations of rdma_rxe
 #   from the expected behaviour (RXE_DEVIATIONS in rc_errors.py) are reported as XFAIL;
@@ -51,6 +52,7 @@ CASES=(
 	"rnr_exceeded:SEND without a receive, rnr_retry 0/1/3: IBV_WC_RNR_RETRY_EXC_ERR"
 	"rnr_recovers:SEND with rnr_retry 7 and a late receive: delivered"
 	"peer_qp_destroyed:WRITE to a destroyed peer QP: IBV_WC_RETRY_EXC_ERR"
+	"peer_qp_destroyed_others_stream:the same while another QP of the connection streams: it goes on"
 	"peer_unreachable:WRITE over a path dropping everything: IBV_WC_RETRY_EXC_ERR"
 	"peer_link_down:WRITE after the peer's link went down: IBV_WC_RETRY_EXC_ERR"
 	"local_protection:bad lkey, SGE outside its MR, READ into a read-only MR: IBV_WC_LOC_PROT_ERR"

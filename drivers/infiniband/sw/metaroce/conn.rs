@@ -356,8 +356,9 @@ impl ConnCtx {
         Ok(id)
     }
 
-    /// The QP entered RTS: its retry counts and ACK timeout are known now (the last
-    /// QP to enter RTS sets the connection's retransmission timer), and from RTR its
+    /// The QP entered RTS: its retry counts and ACK timeout are known now (its own
+    /// `rnr_retry` and `retry_cnt`; the last QP to enter RTS sets the connection's
+    /// retransmission timer), and from RTR its
     /// send PSN. From SQD (with limits the user may have changed there) or RTS, its
     /// streams go on where they are.
     pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId, from_rtr: bool) {
@@ -371,6 +372,7 @@ impl ConnCtx {
             let _ = st.conn.set_sq_psn(id, attrs.sq_psn);
         }
         let _ = st.conn.set_rnr_retry(id, attrs.rnr_retry);
+        let _ = st.conn.set_retry_limit(id, attrs.retry_cnt);
         // A QP allowed no READ or atomic at all gets one at a time: its READs wait for
         // each other rather than never going out (rdma_rxe stalls such a QP).
         let _ = st.conn.set_max_rd_atomic(id, attrs.max_rd_atomic.max(1));
