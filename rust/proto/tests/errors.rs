@@ -60,9 +60,8 @@ fn qp_whose_peer_drops_its_requests_fails_while_another_streams() {
         p.nodes[0].mem.local.insert(1_000, pattern(1_000, 2000));
         p.nodes[0].conn.post_send(dropped, write(1_000)).unwrap();
         let mut posted = 0u64;
-        let mut steps = 0;
         let mut failed_at = None;
-        while steps < 200_000 {
+        for _ in 0..200_000 {
             let done = p.nodes[0].completions.iter().filter(|c| c.qp == live).count() as u64;
             while posted - done < 4 {
                 posted += 1;
@@ -70,7 +69,6 @@ fn qp_whose_peer_drops_its_requests_fails_while_another_streams() {
                 p.nodes[0].conn.post_send(live, write(posted)).unwrap();
             }
             p.step();
-            steps += 1;
             if failed_at.is_none() && p.nodes[0].completions.iter().any(|c| c.qp == dropped) {
                 failed_at = Some(done);
             }

@@ -358,9 +358,8 @@ impl ConnCtx {
 
     /// The QP entered RTS: its retry counts and ACK timeout are known now (its own
     /// `rnr_retry` and `retry_cnt`; the last QP to enter RTS sets the connection's
-    /// retransmission timer), and from RTR its
-    /// send PSN. From SQD (with limits the user may have changed there) or RTS, its
-    /// streams go on where they are.
+    /// retransmission timer), and from RTR its send PSN. From SQD (with limits the
+    /// user may have changed there) or RTS, its streams go on where they are.
     pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId, from_rtr: bool) {
         let mut st = self.state.lock();
         let attrs = match st.qps.get(id.index()).and_then(Option::as_ref) {

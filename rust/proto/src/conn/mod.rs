@@ -557,8 +557,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Changes the retransmission settings (verbs `retry_cnt` and the local ACK
     /// timeout arrive at RTS, after the connection exists): `retry_limit` is the
     /// connection's own and new QPs' ([`set_retry_limit`](Self::set_retry_limit)
-    /// sets a bound QP's); out-of-range values
-    /// are clamped as [`Config::sanitized`] does.
+    /// sets a bound QP's); out-of-range values are clamped as
+    /// [`Config::sanitized`] does.
     pub fn set_retransmission(&mut self, retry_limit: u8, rto_initial_ns: u64, rto_min_ns: u64) {
         self.cfg.retry_limit = retry_limit;
         self.cfg.rto_initial_ns = rto_initial_ns;
