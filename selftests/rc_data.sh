@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The RC data path through stock tools, server in one namespace and client in the
-# other over veth: ibv_rc_pingpong (SEND, with content validation at 1 MiB),
+# other over veth: ibv_rc_pingpong (SEND, with content validation at 1 MiB, and the
+# packet size a connection chooses for the link MTU and the QP's path MTU),
 # ibv_srq_pingpong (16 and 4 QPs receiving from one shared receive queue), perftest
 # WRITE, READ and SEND bandwidth over every size from 2 B to 8 MiB, then at 256 KiB
 # with 4 QPs and bidirectional, their latency tests, and the atomics (CMP_AND_SWAP,
@@ -47,6 +48,37 @@ test_pingpong_1m_check() {
 	return $KSFT_PASS
 }
 
+# counter DEV NAME: a port counter, as `rdma statistic show link` prints it.
+counter() {
+	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
+}
+
+# test_segment_size ETH_MTU PATH_MTU MIN MAX: 4 exchanges of 1 MiB (-c) over veth at
+# ETH_MTU, the QPs asking for PATH_MTU; the client must send MIN to MAX - 1 data
+# packets. A QP at the port's active MTU gets all the link MTU leaves after the
+# headers (1392 B at 1500, 8892 B at 9000), a QP asking for less what it asked.
+test_segment_size() {
+	local eth=$1 mtu=$2 min=$3 max=$4 before after n rc
+	if [ "$MROCE_TYPE" != metaroce ]; then
+		ktap_print_msg "counts metaroce's data packets (tx_data)"
+		return $KSFT_SKIP
+	fi
+	ip -n "$NSA" link set vethA mtu "$eth" && ip -n "$NSB" link set vethB mtu "$eth" \
+		|| { fail "cannot set MTU $eth"; return; }
+	before=$(counter mroce1 tx_data)
+	pair ibv_rc_pingpong -m "$mtu" -s 1048576 -n 4 -c
+	rc=$?
+	after=$(counter mroce1 tx_data)
+	ip -n "$NSA" link set vethA mtu 1500 && ip -n "$NSB" link set vethB mtu 1500
+	[ $rc -eq $KSFT_PASS ] || return $rc
+	grep -qi 'invalid data\|mismatch' "$LOG/cli" "$LOG/srv" && { fail "content check failed"; return; }
+	n=$((after - before))
+	ktap_print_msg "4 x 1 MiB at MTU $eth, path MTU $mtu: $n data packets"
+	[ "$n" -ge "$min" ] && [ "$n" -lt "$max" ] \
+		|| { fail "$n data packets, expected $min to $((max - 1))"; return; }
+	return $KSFT_PASS
+}
+
 # test_srq_pingpong ITERS ARGS...: ibv_srq_pingpong, its QPs (16 by default) sharing
 # one SRQ on each side, with content validation.
 test_srq_pingpong() {
@@ -87,7 +119,7 @@ bw_hotplug() {
 }
 
 ktap_print_header
-ktap_set_plan 27
+ktap_set_plan 30
 if ! perftest_setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -95,6 +127,12 @@ fi
 ktap_print_msg "device type $MROCE_TYPE; GID index $GA on mroce0, $GB on mroce1"
 ktap_test "ibv_rc_pingpong: 1000 SEND exchanges of 4 KiB (the defaults)" test_pingpong
 ktap_test "ibv_rc_pingpong: 20 exchanges of 1 MiB with content validation (-c)" test_pingpong_1m_check
+ktap_test "segment size: MTU 9000, path MTU 4096 (active): 8892 B per packet" \
+	test_segment_size 9000 4096 $((4 * 118)) $((4 * 256))
+ktap_test "segment size: MTU 9000, path MTU 1024 (below active): 1024 B per packet" \
+	test_segment_size 9000 1024 $((4 * 1024)) $((5 * 1024))
+ktap_test "segment size: MTU 1500, path MTU 1024 (active): 1392 B per packet" \
+	test_segment_size 1500 1024 $((4 * 754)) $((4 * 1024))
 ktap_test "ibv_srq_pingpong: 16 QPs on one SRQ, 200 exchanges of 4 KiB (-c)" test_srq_pingpong 200
 ktap_test "ibv_srq_pingpong: 4 QPs on one SRQ of 8, 30 exchanges of 64 KiB (-c)" \
 	test_srq_pingpong 30 -q 4 -r 8 -s 65536

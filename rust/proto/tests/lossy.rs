@@ -29,10 +29,14 @@ struct Expect {
 
 /// Posts `ops` from node 0 to node 1 and checks the outcome after driving.
 fn run(ops: &[Op], link: LinkCfg, seed: u64, paths: u8) {
+    run_mtus(ops, link, seed, paths, [1024; 2]);
+}
+
+/// As [`run`], with node 0 and node 1 segmenting at `mtus[0]` and `mtus[1]` bytes.
+fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) {
     let mut cfg = Config::new(1);
-    cfg.mtu = 1024;
     cfg.paths = paths;
-    let mut p = Pair::new(cfg, link, seed);
+    let mut p = Pair::with_mtus(cfg, mtus, link, seed);
     let nqp = ops.iter().map(|o| o.qp).max().unwrap_or(0) + 1;
     let qps: Vec<QpId> = (0..nqp).map(|i| p.open_qp(u32::from(i))).collect();
     // Some QPs allow few READs and atomics at once (verbs max_rd_atomic).
@@ -173,6 +177,15 @@ fn loss_20pct_dup_reorder_single_path() {
 #[test]
 fn loss_20pct_dup_reorder_multipath() {
     big_stack(|| run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 4, 8));
+}
+
+// Each side segments at its own size (the driver's are 1392 and 8892 bytes at
+// Ethernet MTUs 1500 and 9000); READ responses come back at the responder's.
+// spec: MR-WIRE-6, MR-OP-1, MR-OP-7
+#[test]
+fn peers_with_different_mtus() {
+    big_stack(|| run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 5, 8, [1392, 8892]));
+    big_stack(|| run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 6, 8, [8892, 1024]));
 }
 
 proptest! {

@@ -76,6 +76,20 @@ impl MetaRoceDevice {
     pub(crate) fn active_mtu(&self) -> Mtu {
         Mtu::for_ethernet(self.netdev_mtu.load(Relaxed), PACKET_OVERHEAD)
     }
+
+    /// Payload bytes per packet of a connection opened by a QP whose path MTU is
+    /// `path_mtu` (spec [MR-WIRE-6]). A QP at the port's active MTU gets all the
+    /// netdev's MTU leaves after the headers: MetaRoCE is not bound to the IB MTU
+    /// steps, so at an Ethernet MTU of 1500 a packet carries 1392 bytes, not 1024,
+    /// and at 9000, 8892, not 4096. A QP that asks for less knows of a narrower
+    /// path and gets what it asked for.
+    pub(crate) fn payload_mtu(&self, path_mtu: Mtu) -> u32 {
+        let active = self.active_mtu().bytes();
+        if path_mtu.bytes() < active {
+            return path_mtu.bytes();
+        }
+        self.netdev_mtu.load(Relaxed).saturating_sub(PACKET_OVERHEAD).max(active)
+    }
 }
 
 impl Driver for MetaRoceDriver {

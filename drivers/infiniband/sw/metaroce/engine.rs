@@ -243,7 +243,7 @@ impl Engine {
                 }
                 let mut cfg = Config::new(id);
                 cfg.paths = PATHS;
-                cfg.mtu = attrs.path_mtu.bytes();
+                cfg.mtu = dev.data().payload_mtu(attrs.path_mtu);
                 // `retry_cnt`, `rnr_retry` and `timeout` are RTS attributes: these
                 // are defaults until the QP gets there (ConnCtx::ready_to_send).
                 cfg.retry_limit = attrs.retry_cnt.max(7);

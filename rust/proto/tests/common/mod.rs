@@ -159,11 +159,18 @@ pub struct Pair {
 }
 
 impl Pair {
-    pub fn new(mut cfg: Config, link: LinkCfg, seed: u64) -> Self {
+    pub fn new(cfg: Config, link: LinkCfg, seed: u64) -> Self {
+        Self::with_mtus(cfg, [cfg.mtu; 2], link, seed)
+    }
+
+    /// A pair whose nodes segment with different payload MTUs (spec [MR-WIRE-6]).
+    pub fn with_mtus(mut cfg: Config, mtus: [u32; 2], link: LinkCfg, seed: u64) -> Self {
         let now = Instant::from_nanos(1_000_000);
         cfg.local_conn_id = 0x1111;
         cfg.peer_conn_id = 0;
+        cfg.mtu = mtus[0];
         let a = Box::new(Connection::new(cfg, now, seed));
+        cfg.mtu = mtus[1];
         cfg.local_conn_id = 0x2222;
         cfg.peer_conn_id = 0x1111;
         let b = Box::new(Connection::new(cfg, now, seed.wrapping_add(1)));
