@@ -114,7 +114,6 @@ pub(crate) struct Engine {
     /// Serializes creating and retiring connections.
     #[pin]
     bind_lock: Mutex<()>,
-    next_id: Atomic<u32>,
 }
 
 /// Data packets a receiver acknowledges at once. ACKs cost a software transport
@@ -157,8 +156,6 @@ impl Engine {
         netdev: &NetDevice,
         counters: Arc<NetCounters>,
     ) -> Result<Arc<Self>> {
-        // Connection ids start at random, so a peer can tell a recreated device apart.
-        let first = (rdma::random::u64() as u32).max(1);
         let (id, ndev) = (netdev.id(), rdma::netdev::hold(netdev));
         Arc::pin_init(
             pin_init!(Self {
@@ -169,7 +166,6 @@ impl Engine {
                 stats: EngineCounters::new(),
                 conns <- new_spinlock_irq!(KVec::new()),
                 bind_lock <- new_mutex!(()),
-                next_id: Atomic::new(first),
             }),
             GFP_KERNEL,
         )
@@ -222,6 +218,21 @@ impl Engine {
         }
     }
 
+    /// A random connection id that no connection of this device uses: ids are
+    /// unpredictable (spec [MR-CONN-2]: with the initial PSNs derived from them, an
+    /// off-path attacker must guess 64 bits) and a peer tells a recreated device's
+    /// connections apart. Called under `bind_lock`, so no other bind takes it first.
+    fn fresh_conn_id(&self) -> Result<u32> {
+        // With fewer than 2^20 connections, 8 draws all collide with odds below 2^-96.
+        for _ in 0..8 {
+            let id = rdma::random::u64() as u32;
+            if id != 0 && !self.conns.lock().iter().any(|c| c.local_id == id) {
+                return Ok(id);
+            }
+        }
+        Err(EBUSY)
+    }
+
     /// Binds `qp` (entering RTR) to the connection to the peer of its address vector,
     /// creating the connection if there is none.
     pub(crate) fn bind(
@@ -237,10 +248,7 @@ impl Engine {
         let (conn, new) = match existing {
             Some(c) => (c, false),
             None => {
-                let mut id = self.next_id.fetch_add(1, Relaxed);
-                if id == 0 {
-                    id = self.next_id.fetch_add(1, Relaxed);
-                }
+                let id = self.fresh_conn_id()?;
                 let mut cfg = Config::new(id);
                 cfg.paths = PATHS;
                 cfg.mtu = dev.data().payload_mtu(attrs.path_mtu);
