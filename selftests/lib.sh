@@ -63,6 +63,11 @@ kernel_splat() {
 # fail MESSAGE: prints why a test fails and returns KSFT_FAIL.
 fail() { ktap_print_msg "FAIL: $*"; return $KSFT_FAIL; }
 
+# counter DEV NAME: a port counter, as `rdma statistic show link` prints it.
+counter() {
+	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
+}
+
 # busywait TIMEOUT_MS COMMAND...: retries COMMAND until it succeeds or time runs out.
 busywait() {
 	local timeout_ms=$1; shift

@@ -48,11 +48,6 @@ test_pingpong_1m_check() {
 	return $KSFT_PASS
 }
 
-# counter DEV NAME: a port counter, as `rdma statistic show link` prints it.
-counter() {
-	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
-}
-
 # test_segment_size ETH_MTU PATH_MTU MIN MAX: 4 exchanges of 1 MiB (-c) over veth at
 # ETH_MTU, the QPs asking for PATH_MTU; the client must send MIN to MAX - 1 data
 # packets. A QP at the port's active MTU gets all the link MTU leaves after the

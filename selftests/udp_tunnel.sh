@@ -31,10 +31,6 @@ port_sockets() { ip netns exec "$1" ss -Huln "sport = :$PORT" | wc -l; }
 port_open() { [ "$(port_sockets "$1")" -eq 2 ]; }
 port_closed() { [ "$(port_sockets "$1")" -eq 0 ]; }
 
-# counter DEV NAME: a port counter, as `rdma statistic show link` prints it.
-counter() {
-	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
-}
 # counter_is DEV NAME VALUE
 counter_is() { [ "$(counter "$1" "$2")" = "$3" ]; }
 
