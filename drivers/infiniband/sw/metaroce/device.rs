@@ -84,11 +84,13 @@ impl MetaRoceDevice {
     /// and at 9000, 8892, not 4096. A QP that asks for less knows of a narrower
     /// path and gets what it asked for.
     pub(crate) fn payload_mtu(&self, path_mtu: Mtu) -> u32 {
-        let active = self.active_mtu().bytes();
+        // One reading of the MTU, so a concurrent change cannot mix two of them.
+        let eth = self.netdev_mtu.load(Relaxed);
+        let active = Mtu::for_ethernet(eth, PACKET_OVERHEAD).bytes();
         if path_mtu.bytes() < active {
             return path_mtu.bytes();
         }
-        self.netdev_mtu.load(Relaxed).saturating_sub(PACKET_OVERHEAD).max(active)
+        eth.saturating_sub(PACKET_OVERHEAD).max(active)
     }
 }
 
