@@ -4,7 +4,8 @@
 #   make demo       the main job: build, boot the VM, create devices, show them
 #   make check      everything: core tests, module build, VM selftests
 #   make sim        the deterministic simulator's results table
-#   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios
+#   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
+#                   benchmark kernel (no lockdep; built once, like the test kernel)
 #   make vm CMD=..  run one command in the test VM (tools/vm-run)
 #   make clean
 #
@@ -46,7 +47,7 @@ check: setup
 sim: setup
 	cargo run --release --quiet -p metaroce-sim --bin sim-report
 
-bench: modules
+bench: setup
 	@tools/bench
 
 vm: modules

@@ -4,26 +4,48 @@
 # in, into $METAROCE_CACHE/kernel/<key>, where <key> hashes the source package version
 # and the config inputs. A warm run only prints the tree's path.
 #
-#   scripts/build-kernel.sh            build if missing, print KDIR
-#   scripts/build-kernel.sh --kdir     print KDIR without building (may not exist yet)
+#   scripts/build-kernel.sh [--bench]          build if missing, print KDIR
+#   scripts/build-kernel.sh [--bench] --kdir   print KDIR without building (may not exist yet)
+#
+# --bench: the benchmark kernel (tools/bench, tools/ab), the same kernel without the
+# lock and memory debugging that scripts/kernel/bench.config names. Lockdep makes
+# every lock taken cost many times what it costs in a production kernel; the
+# selftests keep it to catch bugs, measurements leave it out.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-FRAGMENT=$REPO_ROOT/selftests/config
+FLAVOUR=test
+if [ "${1:-}" = --bench ]; then FLAVOUR=bench; shift; fi
 TRIM=$REPO_ROOT/scripts/kernel/trim.config
+# The fragment: selftests/config, for the bench kernel without the options it names.
+FRAGMENT=$(mktemp)
+trap 'rm -f "$FRAGMENT"' EXIT
+if [ $FLAVOUR = bench ]; then
+	drop=$(grep -v '^#' "$REPO_ROOT/scripts/kernel/bench.config" | tr -s ' \n' '|' | sed 's/^|//; s/|$//')
+	grep -Ev "^CONFIG_($drop)=" "$REPO_ROOT/selftests/config" > "$FRAGMENT"
+	# Its own release string: a module built for the other kernel does not load.
+	echo 'CONFIG_LOCALVERSION="-bench"' >> "$FRAGMENT"
+else
+	cp "$REPO_ROOT/selftests/config" "$FRAGMENT"
+fi
 # Bump when the way the config is produced changes.
 RECIPE=2
 
 src_version() {
 	dpkg-query -W -f='${Version}' "linux-source-$KERNEL_SERIES" 2>/dev/null || echo none
 }
+# The test kernel's key is the one it always had: a new flavour keeps its cache.
 kernel_key() {
 	{ src_version; echo "recipe $RECIPE"; cat "$FRAGMENT" "$TRIM"; } | sha256sum | cut -c1-16
 }
-if [ "${1:-}" = --kdir ]; then echo "$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)"; exit 0; fi
+if [ $FLAVOUR = bench ]; then
+	KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-bench-$(kernel_key)
+else
+	KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)
+fi
+if [ "${1:-}" = --kdir ]; then echo "$KDIR"; exit 0; fi
 
 "$REPO_ROOT/scripts/setup-host.sh"
-KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)
 if [ -f "$KDIR/.metaroce-complete" ]; then echo "$KDIR"; exit 0; fi
 export PATH=$VENV_DIR/bin:$PATH
 
@@ -39,7 +61,7 @@ fi
 start=$(date +%s)
 mkdir -p "$KDIR"
 cd "$SRC"
-log "configuring in $KDIR"
+log "configuring the $FLAVOUR kernel in $KDIR"
 # x86_64_defconfig + virtme-ng's guest options + our fragment, then trims.
 virtme-configkernel --defconfig --custom "$FRAGMENT" O="$KDIR" "${KBUILD_VARS[@]}" >/dev/null 2>&1
 cfg=(scripts/config --file "$KDIR/.config")

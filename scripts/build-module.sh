@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: GPL-2.0
+# Build metaroce.ko from this working tree and print its path.
+#
+#   scripts/build-module.sh            for the test kernel, in the repository (make)
+#   scripts/build-module.sh --bench    for the benchmark kernel, in
+#                                      $METAROCE_CACHE/module/<kernel>/ (a copy of the
+#                                      sources: one tree cannot hold objects for two
+#                                      kernels)
+#   ... --ko                           print where the module is, build nothing
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+FLAVOUR=()
+if [ "${1:-}" = --bench ]; then FLAVOUR=(--bench); shift; fi
+if [ ${#FLAVOUR[@]} = 0 ]; then
+	OUT=$REPO_ROOT
+else
+	OUT=$METAROCE_CACHE/module/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" --bench --kdir)")
+fi
+if [ "${1:-}" = --ko ]; then echo "$OUT/metaroce.ko"; exit 0; fi
+
+KDIR=$("$REPO_ROOT/scripts/build-kernel.sh" "${FLAVOUR[@]}")
+export PATH=$HOME/.cargo/bin:$PATH
+if [ "$OUT" != "$REPO_ROOT" ]; then
+	# The sources Kbuild reads, with their times (an unchanged file is not rebuilt).
+	mkdir -p "$OUT"
+	# Generated files stay the ones built for this kernel.
+	rsync -a --delete-after --exclude='bindings_generated.rs' --exclude='/rust/sim/' \
+		--exclude='/rust/proto/fuzz/' --include='*/' --include='Kbuild' --include='*.rs' \
+		--include='*.c' --include='*.h' --exclude='*' --prune-empty-dirs \
+		"$REPO_ROOT/Kbuild" "$REPO_ROOT/include" "$REPO_ROOT/drivers" "$REPO_ROOT/rust" "$OUT/"
+fi
+make -s -C "$KDIR" M="$OUT" "${KBUILD_VARS[@]}" modules >&2
+echo "$OUT/metaroce.ko"
