@@ -19,3 +19,13 @@ export LIBCLANG_PATH=/usr/lib/llvm${LLVM_SUFFIX}/lib
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+# The scripts' flag for the kernel named NAME, `bench` or `test` (tools/bench, tools/ab):
+# --bench or nothing.
+kernel_flag() {
+	case $1 in
+	bench) echo --bench;;
+	test) ;;
+	*) die "no kernel '$1': bench or test";;
+	esac
+}
