@@ -23,10 +23,12 @@ if [ "${1:-}" = --ko ]; then echo "$OUT/metaroce.ko"; exit 0; fi
 KDIR=$("$REPO_ROOT/scripts/build-kernel.sh" "${FLAVOUR[@]}")
 export PATH=$HOME/.cargo/bin:$PATH
 if [ "$OUT" != "$REPO_ROOT" ]; then
-	# The sources Kbuild reads, with their times (an unchanged file is not rebuilt).
+	# The sources Kbuild reads. Files are compared by content and a changed one gets
+	# the time of the copy: an unchanged file is not rebuilt, and a tree older than the
+	# objects (another checkout built here last) still rebuilds what differs.
 	mkdir -p "$OUT"
 	# Generated files stay the ones built for this kernel.
-	rsync -a --delete-after --exclude='bindings_generated.rs' --exclude='/rust/sim/' \
+	rsync -rlp --checksum --delete-after --exclude='bindings_generated.rs' --exclude='/rust/sim/' \
 		--exclude='/rust/proto/fuzz/' --include='*/' --include='Kbuild' --include='*.rs' \
 		--include='*.c' --include='*.h' --exclude='*' --prune-empty-dirs \
 		"$REPO_ROOT/Kbuild" "$REPO_ROOT/include" "$REPO_ROOT/drivers" "$REPO_ROOT/rust" "$OUT/"

@@ -52,8 +52,10 @@ test_pingpong_1m_check() {
 # ETH_MTU, the QPs asking for PATH_MTU; the client must send MIN to MAX - 1 data
 # packets. A QP at the port's active MTU gets all the link MTU leaves after the
 # headers (1392 B at 1500, 8892 B at 9000), a QP asking for less what it asked.
+# Every packet but each message's last carries 1 KiB or more and goes out
+# zero-copy, as pages of the MR (tx_zero_copy).
 test_segment_size() {
-	local eth=$1 mtu=$2 min=$3 max=$4 before after n rc
+	local eth=$1 mtu=$2 min=$3 max=$4 before after zc0 zc n rc
 	if [ "$MROCE_TYPE" != metaroce ]; then
 		ktap_print_msg "counts metaroce's data packets (tx_data)"
 		return $KSFT_SKIP
@@ -61,16 +63,20 @@ test_segment_size() {
 	ip -n "$NSA" link set vethA mtu "$eth" && ip -n "$NSB" link set vethB mtu "$eth" \
 		|| { fail "cannot set MTU $eth"; return; }
 	before=$(counter mroce1 tx_data)
+	zc0=$(counter mroce1 tx_zero_copy)
 	pair ibv_rc_pingpong -m "$mtu" -s 1048576 -n 4 -c
 	rc=$?
 	after=$(counter mroce1 tx_data)
+	zc=$(($(counter mroce1 tx_zero_copy) - zc0))
 	ip -n "$NSA" link set vethA mtu 1500 && ip -n "$NSB" link set vethB mtu 1500
 	[ $rc -eq $KSFT_PASS ] || return $rc
 	grep -qi 'invalid data\|mismatch' "$LOG/cli" "$LOG/srv" && { fail "content check failed"; return; }
 	n=$((after - before))
-	ktap_print_msg "4 x 1 MiB at MTU $eth, path MTU $mtu: $n data packets"
+	ktap_print_msg "4 x 1 MiB at MTU $eth, path MTU $mtu: $n data packets, $zc zero-copy"
 	[ "$n" -ge "$min" ] && [ "$n" -lt "$max" ] \
 		|| { fail "$n data packets, expected $min to $((max - 1))"; return; }
+	[ "$zc" -ge $((n - 4)) ] && [ "$zc" -le "$n" ] \
+		|| { fail "$zc of $n data packets zero-copy, expected $((n - 4)) or more"; return; }
 	return $KSFT_PASS
 }
 

@@ -47,8 +47,8 @@ void *metaroce_vmalloc_user(unsigned long size);
 
 /*
  * rdma/ib_umem.h: a umem's pages as an array, and ib_umem_copy_from() in both
- * directions and an 8-byte atomic on an aligned word over that array (the only
- * helpers with a loop).
+ * directions and an 8-byte atomic on an aligned word over that array (with the two
+ * below, the only helpers with a loop).
  */
 long metaroce_umem_pages(struct ib_umem *umem, struct page **pages, size_t n);
 size_t metaroce_umem_num_pages(struct ib_umem *umem);
@@ -57,6 +57,17 @@ int metaroce_pages_copy(struct page *const *pages, size_t npages, size_t pos, vo
 			size_t len, bool to_pages);
 int metaroce_pages_atomic64(struct page *const *pages, size_t npages, size_t pos,
 			    bool is_cas, u64 compare_add, u64 swap, u64 *orig);
+
+/*
+ * The same page array and socket buffers: bytes of the pages appended to an skb as
+ * paged fragments (zero-copy transmit), and bytes of an skb, linear part and
+ * fragments alike, copied into the pages (placement of a received payload).
+ */
+struct sk_buff;
+int metaroce_pages_to_skb(struct page *const *pages, size_t npages, size_t pos, size_t len,
+			  struct sk_buff *skb);
+int metaroce_pages_copy_from_skb(struct page *const *pages, size_t npages, size_t pos,
+				 const struct sk_buff *skb, size_t offset, size_t len);
 
 /*
  * Size of rdma_rxe's struct rxe_dev: a Soft-RoCE-ABI device must be at least this

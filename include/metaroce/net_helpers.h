@@ -22,7 +22,8 @@ struct sk_buff *metaroce_alloc_skb(unsigned int size, gfp_t priority);
 void metaroce_skb_reserve(struct sk_buff *skb, int len);
 unsigned int metaroce_skb_headroom(const struct sk_buff *skb);
 int metaroce_skb_tailroom(const struct sk_buff *skb);
-int metaroce_skb_linearize(struct sk_buff *skb);
+unsigned int metaroce_skb_headlen(const struct sk_buff *skb);
+bool metaroce_pskb_may_pull(struct sk_buff *skb, unsigned int len);
 unsigned char *metaroce_skb_network_header(const struct sk_buff *skb);
 /* skb->dev */
 struct net_device *metaroce_skb_dev(const struct sk_buff *skb);

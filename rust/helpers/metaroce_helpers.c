@@ -9,6 +9,7 @@
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/skbuff.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
@@ -205,6 +206,75 @@ int metaroce_pages_atomic64(struct page *const *pages, size_t npages, size_t pos
 	}
 	kunmap_local(va);
 	*orig = old;
+	return 0;
+}
+
+/*
+ * Appends bytes [@pos, @pos + @len) of the @npages pages of @pages to @skb as paged
+ * fragments, without copying: each fragment holds a reference on its page, so the
+ * page outlives the region's unpinning for as long as the skb lives. The pages are
+ * user memory that may change meanwhile, which SKBFL_SHARED_FRAG tells the stack
+ * (it copies them before it checksums them in software). Returns -EFAULT out of
+ * range and -EMSGSIZE when @skb runs out of fragment slots; @skb then holds the
+ * fragments appended so far.
+ */
+int metaroce_pages_to_skb(struct page *const *pages, size_t npages, size_t pos, size_t len,
+			  struct sk_buff *skb)
+{
+	size_t end;
+
+	if (check_add_overflow(pos, len, &end) || end > npages << PAGE_SHIFT ||
+	    len > INT_MAX - skb->len)
+		return -EFAULT;
+	skb_shinfo(skb)->flags |= SKBFL_SHARED_FRAG;
+	while (len) {
+		size_t in = pos & ~PAGE_MASK;
+		size_t n = min_t(size_t, len, PAGE_SIZE - in);
+		struct page *page = pages[pos >> PAGE_SHIFT];
+		int i = skb_shinfo(skb)->nr_frags;
+
+		if (skb_can_coalesce(skb, i, page, in)) {
+			skb_frag_size_add(&skb_shinfo(skb)->frags[i - 1], n);
+		} else {
+			if (i >= MAX_SKB_FRAGS)
+				return -EMSGSIZE;
+			get_page(page);
+			skb_fill_page_desc(skb, i, page, in, n);
+		}
+		skb->len += n;
+		skb->data_len += n;
+		skb->truesize += n;
+		len -= n;
+		pos += n;
+	}
+	return 0;
+}
+
+/*
+ * Copies @len bytes of @skb's data from byte @offset on (through its linear part and
+ * fragments) into bytes [@pos, @pos + @len) of the @npages pages of @pages.
+ */
+int metaroce_pages_copy_from_skb(struct page *const *pages, size_t npages, size_t pos,
+				 const struct sk_buff *skb, size_t offset, size_t len)
+{
+	size_t end;
+
+	if (check_add_overflow(pos, len, &end) || end > npages << PAGE_SHIFT ||
+	    offset > skb->len || len > skb->len - offset)
+		return -EFAULT;
+	while (len) {
+		size_t in = pos & ~PAGE_MASK;
+		size_t n = min_t(size_t, len, PAGE_SIZE - in);
+		void *va = kmap_local_page(pages[pos >> PAGE_SHIFT]);
+		int err = skb_copy_bits(skb, offset, va + in, n);
+
+		kunmap_local(va);
+		if (err)
+			return err;
+		offset += n;
+		len -= n;
+		pos += n;
+	}
 	return 0;
 }
 

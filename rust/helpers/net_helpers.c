@@ -32,9 +32,14 @@ int metaroce_skb_tailroom(const struct sk_buff *skb)
 	return skb_tailroom(skb);
 }
 
-int metaroce_skb_linearize(struct sk_buff *skb)
+unsigned int metaroce_skb_headlen(const struct sk_buff *skb)
 {
-	return skb_linearize(skb);
+	return skb_headlen(skb);
+}
+
+bool metaroce_pskb_may_pull(struct sk_buff *skb, unsigned int len)
+{
+	return pskb_may_pull(skb, len);
 }
 
 unsigned char *metaroce_skb_network_header(const struct sk_buff *skb)

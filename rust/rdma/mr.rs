@@ -20,6 +20,7 @@
 use crate::{
     bindings,
     device::{Device, Driver},
+    skb::SkBuff,
     table::Table,
 };
 use core::ptr::NonNull;
@@ -233,6 +234,41 @@ impl Mr {
                 out.as_mut_ptr().cast(),
                 out.len(),
                 false,
+            )
+        })
+    }
+
+    /// Appends bytes `[va, va + len)` of the region to `skb` as paged fragments,
+    /// without copying them (zero-copy transmit). The fragments hold references on
+    /// the pages, which therefore outlive the region's deregistration for as long as
+    /// the buffer lives; the buffer carries whatever the application leaves there.
+    ///
+    /// `EFAULT` when the range is not inside the region, `EMSGSIZE` when `skb` runs out
+    /// of fragment slots (it then holds the fragments appended so far).
+    pub fn attach_to(&self, va: u64, len: usize, skb: &mut SkBuff) -> Result {
+        let pos = self.position(va, len as u64)?;
+        // SAFETY: The pages are live (type invariant); the helper bounds-checks against
+        // their number and only appends fragments, each with its own page reference,
+        // to the skb we own (`&mut`).
+        kernel::error::to_result(unsafe {
+            bindings::metaroce_pages_to_skb(self.pages.as_ptr().cast(), self.pages.len(), pos, len, skb.as_raw())
+        })
+    }
+
+    /// Copies `len` bytes of `skb`'s data from byte `offset` on, fragments included,
+    /// into the region at virtual address `va`.
+    pub fn write_from_skb(&self, va: u64, skb: &SkBuff, offset: usize, len: usize) -> Result {
+        let pos = self.position(va, len as u64)?;
+        // SAFETY: The pages are live; the helper checks both ranges and only reads the
+        // skb, which is live for the call (`&SkBuff`).
+        kernel::error::to_result(unsafe {
+            bindings::metaroce_pages_copy_from_skb(
+                self.pages.as_ptr().cast(),
+                self.pages.len(),
+                pos,
+                skb.as_raw(),
+                offset,
+                len,
             )
         })
     }

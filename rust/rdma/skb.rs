@@ -1,14 +1,17 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Socket buffers (`struct sk_buff`): an owned, always linear packet buffer.
+//! Socket buffers (`struct sk_buff`): an owned packet buffer.
 //!
 //! C header: [`include/linux/skbuff.h`](srctree/include/linux/skbuff.h).
 //!
 //! A [`SkBuff`] is built for transmission (allocated with headroom for the headers the
-//! stack pushes in front of the payload, then filled with [`SkBuff::put`] or
-//! [`SkBuff::append`]) or comes from the receive path (see
-//! [`udp::Received::into_owned`](crate::udp::Received::into_owned)). Either way its bytes
-//! are [`SkBuff::data`]: the buffer never has paged fragments.
+//! stack pushes in front of the payload, filled with [`SkBuff::put`] or
+//! [`SkBuff::append`], then possibly given a payload of memory-region pages by
+//! [`Mr::attach_to`](crate::mr::Mr::attach_to)) or comes from the receive path (see
+//! [`udp::Received::into_owned`](crate::udp::Received::into_owned)). Its linear part
+//! is [`SkBuff::data`]; paged fragments after it, which may be user memory that
+//! changes under us, are only ever copied out
+//! ([`Mr::write_from_skb`](crate::mr::Mr::write_from_skb)), never borrowed.
 
 use crate::{bindings, netdev::NetDevice};
 use core::ptr::NonNull;
@@ -18,13 +21,13 @@ use kernel::{alloc::Flags, prelude::*};
 /// IPv6 header (40) and a UDP header (8). The link-layer header comes on top.
 pub const UDP_TUNNEL_HEADROOM: usize = 40 + 8;
 
-/// An owned socket buffer whose data is linear.
+/// An owned socket buffer: a linear part, then possibly paged fragments.
 ///
 /// # Invariants
 ///
 /// `self.0` points to a live `sk_buff` of which this value owns one reference (it was
-/// never shared with the stack), whose data is linear (`data_len == 0`) and whose `dev`
-/// is not dereferenced through this type.
+/// never shared with the stack) and whose `dev` is not dereferenced through this type.
+/// Its paged fragments are never read through references.
 pub struct SkBuff(NonNull<bindings::sk_buff>);
 
 // SAFETY: An skb that no one else references may be used and freed on any CPU.
@@ -44,7 +47,7 @@ impl SkBuff {
         let skb = NonNull::new(skb).ok_or(ENOMEM)?;
         // SAFETY: The fresh buffer has `size >= headroom` bytes of tailroom and no data.
         unsafe { bindings::metaroce_skb_reserve(skb.as_ptr(), reserve) };
-        // INVARIANT: A fresh skb is ours alone and linear.
+        // INVARIANT: A fresh skb is ours alone.
         Ok(Self(skb))
     }
 
@@ -57,12 +60,12 @@ impl SkBuff {
         Self::alloc(ll + UDP_TUNNEL_HEADROOM, len, flags)
     }
 
-    /// Takes ownership of a linear skb.
+    /// Takes ownership of an skb.
     ///
     /// # Safety
     ///
-    /// `skb` must be a live `sk_buff` with linear data whose reference the caller hands
-    /// over, and no one may use it through another pointer afterwards.
+    /// `skb` must be a live `sk_buff` whose reference the caller hands over, and no one
+    /// may use it through another pointer afterwards.
     pub(crate) unsafe fn from_raw(skb: NonNull<bindings::sk_buff>) -> Self {
         // INVARIANT: Per the function's contract.
         Self(skb)
@@ -79,7 +82,7 @@ impl SkBuff {
         self.0.as_ptr()
     }
 
-    /// Returns the number of data bytes.
+    /// Returns the number of data bytes, linear and paged.
     pub fn len(&self) -> usize {
         // SAFETY: The skb is live (type invariant); `len` is only changed through `self`.
         unsafe { (*self.as_raw()).len as usize }
@@ -103,36 +106,61 @@ impl SkBuff {
         usize::try_from(room).unwrap_or(0)
     }
 
-    /// Returns the data.
+    /// Returns the number of bytes in paged fragments, after the linear part.
+    pub fn paged_len(&self) -> usize {
+        // SAFETY: The skb is live; `data_len` is only changed through `self`.
+        unsafe { (*self.as_raw()).data_len as usize }
+    }
+
+    /// Returns the linear part of the data (all of it unless [`paged_len`] is nonzero).
+    ///
+    /// [`paged_len`]: Self::paged_len
     pub fn data(&self) -> &[u8] {
-        // SAFETY: The skb is live and linear (type invariant), so `len` bytes from
-        // `data` are initialised and owned by this buffer; they change only through
-        // `&mut self`.
+        // SAFETY: The skb is live (type invariant), so the `skb_headlen` bytes from
+        // `data` are its initialised linear part, owned by this buffer; they change
+        // only through `&mut self`.
         unsafe {
-            let skb = &*self.as_raw();
-            if skb.len == 0 {
+            let len = bindings::metaroce_skb_headlen(self.as_raw()) as usize;
+            if len == 0 {
                 return &[];
             }
-            core::slice::from_raw_parts(skb.data, skb.len as usize)
+            core::slice::from_raw_parts((*self.as_raw()).data, len)
         }
     }
 
-    /// Returns the data, writable.
+    /// Returns the linear part of the data, writable.
     pub fn data_mut(&mut self) -> &mut [u8] {
         // SAFETY: As in `data`; `&mut self` makes the access exclusive.
         unsafe {
-            let skb = &*self.as_raw();
-            if skb.len == 0 {
+            let len = bindings::metaroce_skb_headlen(self.as_raw()) as usize;
+            if len == 0 {
                 return &mut [];
             }
-            core::slice::from_raw_parts_mut(skb.data, skb.len as usize)
+            core::slice::from_raw_parts_mut((*self.as_raw()).data, len)
+        }
+    }
+
+    /// Makes the first `len` bytes of the data (all of it, if shorter) linear,
+    /// copying them out of the fragments if needed; nothing to do when they already
+    /// are. Fails with `ENOMEM` when the linear part cannot grow.
+    pub fn make_linear(&mut self, len: usize) -> Result {
+        let len = u32::try_from(len.min(self.len())).map_err(|_| EINVAL)?;
+        // SAFETY: The skb is ours and live; `len` is at most its length.
+        if unsafe { bindings::metaroce_pskb_may_pull(self.as_raw(), len) } {
+            Ok(())
+        } else {
+            Err(ENOMEM)
         }
     }
 
     /// Extends the data by `len` zeroed bytes at the end and returns them.
     ///
-    /// Fails with `ENOSPC` when the tailroom is too small.
+    /// Fails with `ENOSPC` when the tailroom is too small, `EINVAL` when the buffer
+    /// has paged fragments (the linear part no longer ends the data).
     pub fn put(&mut self, len: usize) -> Result<&mut [u8]> {
+        if self.paged_len() != 0 {
+            return Err(EINVAL);
+        }
         if len > self.tailroom() {
             return Err(ENOSPC);
         }
@@ -156,12 +184,12 @@ impl SkBuff {
         Ok(())
     }
 
-    /// Removes `len` bytes from the front of the data.
+    /// Removes `len` bytes from the front of the data, all in the linear part.
     pub fn pull(&mut self, len: usize) -> Result {
-        if len > self.len() {
+        if len > self.data().len() {
             return Err(EINVAL);
         }
-        // SAFETY: The skb is linear and holds at least `len` bytes.
+        // SAFETY: The linear part holds at least `len` bytes.
         unsafe { bindings::skb_pull(self.as_raw(), len as u32) };
         Ok(())
     }

@@ -171,9 +171,22 @@ impl<'a> Received<'a> {
         &self.info
     }
 
-    /// Returns the UDP payload.
+    /// Returns the UDP payload's linear part: all of it unless
+    /// [`paged_len`](Self::paged_len) is nonzero.
     pub fn payload(&self) -> &[u8] {
         self.skb.data()
+    }
+
+    /// Returns the number of payload bytes in paged fragments after
+    /// [`payload`](Self::payload).
+    pub fn paged_len(&self) -> usize {
+        self.skb.paged_len()
+    }
+
+    /// Makes the first `len` bytes of the payload (all of it, if shorter) linear; see
+    /// [`SkBuff::make_linear`].
+    pub fn make_linear(&mut self, len: usize) -> Result {
+        self.skb.make_linear(len)
     }
 
     /// Keeps the datagram beyond the callback, e.g. to queue it for a work item.
@@ -220,9 +233,21 @@ impl OwnedDatagram {
         &self.info
     }
 
-    /// Returns the UDP payload.
+    /// Returns the UDP payload's linear part: all of it unless
+    /// [`paged_len`](Self::paged_len) is nonzero.
     pub fn payload(&self) -> &[u8] {
         self.skb.data()
+    }
+
+    /// Returns the number of payload bytes in paged fragments after
+    /// [`payload`](Self::payload).
+    pub fn paged_len(&self) -> usize {
+        self.skb.paged_len()
+    }
+
+    /// Returns the buffer, whose data is the UDP payload (to copy paged bytes out).
+    pub fn skb(&self) -> &SkBuff {
+        &self.skb
     }
 
     /// Returns the buffer, whose data is the UDP payload.
@@ -234,7 +259,7 @@ impl OwnedDatagram {
 /// Counters of one namespace's tunnel for events that belong to no device.
 #[derive(Clone, Copy, Default, Debug)]
 pub struct TunnelStats {
-    /// Datagrams dropped before the handler: not linearisable or bad headers.
+    /// Datagrams dropped before the handler: bad headers.
     pub rx_malformed: u64,
     /// Datagrams the handler found no receiver for ([`Received::discard_unclaimed`]).
     pub rx_unclaimed: u64,
@@ -571,19 +596,16 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         let this = unsafe { bindings::metaroce_rcu_dereference_sk_user_data(sk) }
             .cast::<Self>()
             .cast_const();
-        // SAFETY: Per the function's contract the skb reference is ours.
-        if this.is_null() || unsafe { bindings::metaroce_skb_linearize(skb) } != 0 {
-            if !this.is_null() {
-                // SAFETY: Non-NULL user data is a live tunnel (above).
-                unsafe { &*this }.rx_malformed.fetch_add(1, Relaxed);
-            }
-            // SAFETY: The skb is ours and not used afterwards.
+        if this.is_null() {
+            // SAFETY: Per the function's contract the skb reference is ours; it is not
+            // used afterwards.
             unsafe { bindings::metaroce_kfree_skb(skb) };
             return 0;
         }
-        // SAFETY: As above.
+        // SAFETY: Non-NULL user data is a live tunnel (above).
         let this = unsafe { &*this };
-        // SAFETY: The skb is ours, live (UDP passes a valid skb), and linear from here on.
+        // SAFETY: The skb is ours and live (UDP passes a valid skb). Paged fragments
+        // stay where they are: the handler copies them out where they belong.
         let skb = unsafe { SkBuff::from_raw(NonNull::new_unchecked(skb)) };
         match this.receive(skb) {
             Ok(()) => {}
@@ -598,6 +620,10 @@ impl<H: DatagramHandler> UdpTunnel<H> {
     /// Parses the headers of `skb` (data at the UDP header) and calls the handler, or
     /// returns the buffer when it is malformed.
     fn receive(&self, mut skb: SkBuff) -> core::result::Result<(), SkBuff> {
+        // UDP has made its header linear already; this only checks.
+        if skb.make_linear(UDP_HLEN).is_err() {
+            return Err(skb);
+        }
         // SAFETY: The skb is live; the network header offset was set by the IP layer.
         let nh = unsafe { bindings::metaroce_skb_network_header(skb.as_raw()) };
         let data = skb.data().as_ptr();

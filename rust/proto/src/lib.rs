@@ -54,7 +54,7 @@ mod wr;
 
 pub use conn::{stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop, Stats};
 pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};
-pub use memory::{AtomicOp, Dest, MemError, Memory};
+pub use memory::{AtomicOp, Dest, MemError, Memory, RxPayload};
 pub use psn::Psn;
 pub use timer::Instant;
 pub use conn::{Payload, Transmit};

@@ -65,10 +65,47 @@ pub enum AtomicOp {
     },
 }
 
+/// A received payload: `head`, in the buffer the core parsed, followed by `tail`
+/// bytes the driver holds elsewhere (the paged part of a socket buffer), which the
+/// core counts but never reads. See
+/// [`Connection::handle_datagram_split`](crate::Connection::handle_datagram_split).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RxPayload<'a> {
+    /// The bytes in the parsed buffer, after the headers.
+    pub head: &'a [u8],
+    /// The number of bytes that follow `head` outside it.
+    pub tail: u32,
+}
+
+impl RxPayload<'_> {
+    /// The payload length in bytes.
+    pub fn len(&self) -> u64 {
+        self.head.len() as u64 + u64::from(self.tail)
+    }
+
+    /// Returns `true` for an empty payload.
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail == 0
+    }
+}
+
 /// Application memory as the core sees it.
 pub trait Memory {
     /// Validates and copies `data` to `dest` for local QP `qp`.
     fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError>;
+
+    /// Validates and copies a received payload, `data.head` then its tail, to `dest`
+    /// for local QP `qp`. The whole length MUST be validated before any byte is
+    /// written. The default places payloads without a tail through
+    /// [`place`](Self::place) and refuses the others: a driver that never splits
+    /// datagrams need not implement it.
+    fn place_split(&mut self, qp: QpId, dest: Dest, data: RxPayload<'_>) -> Result<(), MemError> {
+        if data.tail == 0 {
+            self.place(qp, dest, data.head)
+        } else {
+            Err(MemError::Operation)
+        }
+    }
 
     /// Validates that `len` bytes at `rkey`/`va` may be read remotely (READ request).
     /// The bytes are gathered later, when the driver transmits the response.

@@ -27,13 +27,14 @@ struct Expect {
     send: Vec<Vec<u64>>,
 }
 
-/// Posts `ops` from node 0 to node 1 and checks the outcome after driving.
-fn run(ops: &[Op], link: LinkCfg, seed: u64, paths: u8) {
-    run_mtus(ops, link, seed, paths, [1024; 2]);
+/// Posts `ops` from node 0 to node 1 and checks the outcome after driving; returns
+/// how many payloads were placed from split datagrams.
+fn run(ops: &[Op], link: LinkCfg, seed: u64, paths: u8) -> u64 {
+    run_mtus(ops, link, seed, paths, [1024; 2])
 }
 
 /// As [`run`], with node 0 and node 1 segmenting at `mtus[0]` and `mtus[1]` bytes.
-fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) {
+fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) -> u64 {
     let mut cfg = Config::new(1);
     cfg.paths = paths;
     let mut p = Pair::with_mtus(cfg, mtus, link, seed);
@@ -132,6 +133,7 @@ fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) {
     let counter = u64::from_ne_bytes(mr[..8].try_into().unwrap());
     assert_eq!(counter, fetch_total, "atomics executed exactly once");
     assert_eq!(p.nodes[1].mem.atomics_executed as usize, ops.iter().filter(|o| o.opcode.is_atomic()).count());
+    p.nodes.iter().map(|n| n.mem.split_placements).sum()
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
@@ -160,23 +162,42 @@ fn mixed_ops() -> Vec<Op> {
 
 #[test]
 fn lossless_mixed() {
-    big_stack(|| run(&mixed_ops(), LinkCfg::default(), 1, 8));
+    big_stack(|| {
+        run(&mixed_ops(), LinkCfg::default(), 1, 8);
+    });
+}
+
+// A driver hands the core the linear part of a socket buffer and places the paged
+// rest itself (Connection::handle_datagram_split): the same bytes land, READ
+// responses included, wherever in the payload the split falls.
+#[test]
+fn split_datagrams_place_the_same_bytes() {
+    big_stack(|| {
+        let split = run(&mixed_ops(), LinkCfg { split: 700, loss: 20, jitter: 20_000, ..Default::default() }, 9, 4);
+        assert!(split > 20, "only {split} payloads placed from split datagrams");
+    });
 }
 
 #[test]
 fn loss_5pct_reorder() {
-    big_stack(|| run(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 2, 8));
+    big_stack(|| {
+        run(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 2, 8);
+    });
 }
 
 #[test]
 fn loss_20pct_dup_reorder_single_path() {
-    big_stack(|| run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 3, 1));
+    big_stack(|| {
+        run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 3, 1);
+    });
 }
 
 // spec: MR-PATH-3, MR-RTX-1, MR-SACK-17
 #[test]
 fn loss_20pct_dup_reorder_multipath() {
-    big_stack(|| run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 4, 8));
+    big_stack(|| {
+        run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 4, 8);
+    });
 }
 
 // Each side segments at its own size (the driver's are 1392 and 8892 bytes at
@@ -184,8 +205,12 @@ fn loss_20pct_dup_reorder_multipath() {
 // spec: MR-WIRE-6, MR-OP-1, MR-OP-7
 #[test]
 fn peers_with_different_mtus() {
-    big_stack(|| run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 5, 8, [1392, 8892]));
-    big_stack(|| run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 6, 8, [8892, 1024]));
+    big_stack(|| {
+        run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 5, 8, [1392, 8892]);
+    });
+    big_stack(|| {
+        run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 6, 8, [8892, 1024]);
+    });
 }
 
 proptest! {
@@ -200,8 +225,11 @@ proptest! {
         jitter in 0u64..40_000,
         ce in 0u32..50,
         paths in 1u8..=8,
+        split in prop_oneof![Just(0u32), 0u32..=1000],
         seed in any::<u64>(),
     ) {
-        big_stack(move || run(&ops, LinkCfg { loss, dup, ce, jitter, latency: 5_000 }, seed, paths));
+        big_stack(move || {
+            run(&ops, LinkCfg { loss, dup, ce, jitter, latency: 5_000, split }, seed, paths);
+        });
     }
 }

@@ -4,9 +4,9 @@
 
 mod common;
 
-use metaroce_proto::constants::MAX_ACK_BLOCKS;
+use metaroce_proto::constants::{COMMON_HEADER_LEN, MAX_ACK_BLOCKS};
 use metaroce_proto::wire::{
-    AckBlock, AckRepr, Control, ControlCode, DataExt, Flags, Header, Nak, NakCode, Packet, PacketRepr, Status,
+    headers_len, AckBlock, AckRepr, Control, ControlCode, DataExt, Flags, Header, Nak, NakCode, Packet, PacketRepr, Status,
     StreamHeader,
 };
 use metaroce_proto::{Config, Connection, Instant};
@@ -122,6 +122,17 @@ proptest! {
         if matches!(r, PacketRepr::Data { .. }) {
             prop_assert_eq!(p.payload(), &payload[..]);
         }
+        // The first bytes tell how many the headers take: exactly the headers of a
+        // data packet, at least them otherwise; that prefix parses alike.
+        let need = headers_len(&v[..COMMON_HEADER_LEN]);
+        if matches!(r, PacketRepr::Data { .. }) {
+            prop_assert_eq!(need, n);
+        } else {
+            prop_assert!(need >= n);
+        }
+        let head = Packet::new_checked(&v[..need.min(v.len())]).unwrap();
+        prop_assert_eq!(head.header(), p.header());
+        prop_assert_eq!(PacketRepr::parse(&buf[..need.min(n)]), Ok(r));
     }
 
     // spec: MR-VAL-4
@@ -132,6 +143,7 @@ proptest! {
             bytes[0] = metaroce_proto::constants::VERSION_DRAFT0;
         }
         let _ = PacketRepr::parse(&bytes);
+        prop_assert!(headers_len(&bytes) >= COMMON_HEADER_LEN);
         if let Ok(p) = Packet::new_checked(&bytes) {
             let _ = (p.stream(), p.data_ext(), p.payload(), p.ack(), p.nak(), p.control());
             for i in 0..20 {

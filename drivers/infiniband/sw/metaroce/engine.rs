@@ -22,7 +22,8 @@ use kernel::{
     },
 };
 use metaroce_proto::{
-    wire::{Header, UdHeader},
+    constants::COMMON_HEADER_LEN,
+    wire::{headers_len, Header, UdHeader},
     Config, QpId, Stats,
 };
 use rdma::{
@@ -182,8 +183,21 @@ impl Engine {
     }
 
     /// Hands a received datagram to its connection (softirq context).
-    pub(crate) fn receive(&self, rx: Received<'_>) {
-        self.counters.count_rx(rx.info().ecn, rx.payload().len());
+    ///
+    /// The headers are made linear here (a no-op for our own datagrams, sent so); a
+    /// data packet's payload may stay in paged fragments until its connection places
+    /// it. Datagrams are made wholly linear: they are small.
+    pub(crate) fn receive(&self, mut rx: Received<'_>) {
+        self.counters.count_rx(rx.info().ecn, rx.payload().len() + rx.paged_len());
+        let linear = rx.make_linear(COMMON_HEADER_LEN).and_then(|()| {
+            let n = if UdHeader::is_ud(rx.payload()) { usize::MAX } else { headers_len(rx.payload()) };
+            rx.make_linear(n)
+        });
+        if linear.is_err() {
+            self.stats.rx_bad_header.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
+        }
         if UdHeader::is_ud(rx.payload()) {
             let delivered = self.registry.get_by_netdev(self.netdev).is_some_and(|dev| crate::ud::receive(&dev, &rx));
             let counter = if delivered { &self.stats.ud_rx } else { &self.stats.ud_rx_dropped };

@@ -12,17 +12,66 @@
 use crate::bound::{Bound, LocalBuffer};
 use crate::device::MetaRoceDriver;
 use kernel::prelude::*;
-use metaroce_proto::{AtomicOp, Dest, MemError, Memory, Payload, QpId};
+use metaroce_proto::{AtomicOp, Dest, MemError, Memory, Payload, QpId, RxPayload};
 use rdma::{
     device::Device,
-    mr::{self, Access, PdId},
+    mr::{self, Access, Mr, PdId},
     qp::Sge,
+    skb::SkBuff,
 };
 
 /// The memory of the QPs bound to one connection, as the core's [`Memory`].
 pub(crate) struct QpMemory<'a> {
     pub(crate) dev: &'a Device<MetaRoceDriver>,
     pub(crate) qps: &'a mut [Option<Bound>],
+    /// The datagram being handled: its paged bytes are the tail of an
+    /// [`RxPayload`].
+    pub(crate) rx: Option<&'a SkBuff>,
+}
+
+/// Bytes to copy into memory: a slice, or bytes of a socket buffer from `offset` on,
+/// which may lie in its pages (copied out, never borrowed).
+#[derive(Clone, Copy)]
+pub(crate) enum Source<'a> {
+    Bytes(&'a [u8]),
+    Skb { skb: &'a SkBuff, offset: usize, len: usize },
+}
+
+impl Source<'_> {
+    fn len(&self) -> usize {
+        match *self {
+            Source::Bytes(b) => b.len(),
+            Source::Skb { len, .. } => len,
+        }
+    }
+
+    /// Copies bytes `[from, from + n)` of the source into `mr` at `va`.
+    fn write_to(&self, mr: &Mr, va: u64, from: usize, n: usize) -> Result {
+        match *self {
+            Source::Bytes(b) => mr.write(va, b.get(from..from.checked_add(n).ok_or(EINVAL)?).ok_or(EINVAL)?),
+            Source::Skb { skb, offset, len } => {
+                if from.checked_add(n).is_none_or(|end| end > len) {
+                    return Err(EINVAL);
+                }
+                mr.write_from_skb(va, skb, offset + from, n)
+            }
+        }
+    }
+}
+
+/// The head and the tail of a received payload as sources; the tail is the paged
+/// part of `rx`, after its linear part.
+fn sources<'a>(data: RxPayload<'a>, rx: Option<&'a SkBuff>) -> Result<[Source<'a>; 2], MemError> {
+    let tail = match (data.tail, rx) {
+        (0, _) => Source::Bytes(&[]),
+        (n, Some(skb)) if n as usize == skb.paged_len() => Source::Skb {
+            skb,
+            offset: skb.data().len(),
+            len: n as usize,
+        },
+        _ => return Err(MemError::Operation),
+    };
+    Ok([Source::Bytes(data.head), tail])
 }
 
 fn bound(qps: &mut [Option<Bound>], qp: QpId) -> Result<&mut Bound, MemError> {
@@ -33,10 +82,16 @@ fn bound(qps: &mut [Option<Bound>], qp: QpId) -> Result<&mut Bound, MemError> {
 
 /// Copies `data` into the scatter list `sges` from byte `offset` of the list on.
 pub(crate) fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, data: &[u8]) -> Result {
+    scatter_from(dev, pd, sges, offset, Source::Bytes(data))
+}
+
+/// Copies the bytes of `src` into the scatter list `sges` from byte `offset` of the
+/// list on.
+pub(crate) fn scatter_from(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, src: Source<'_>) -> Result {
     let mut skip = offset;
-    let mut data = data;
+    let mut pos = 0;
     for sge in sges {
-        if data.is_empty() {
+        if pos == src.len() {
             break;
         }
         let len = u64::from(sge.length);
@@ -44,15 +99,14 @@ pub(crate) fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offs
             skip -= len;
             continue;
         }
-        let n = (len - skip).min(data.len() as u64) as usize;
-        let chunk = &data[..n];
+        let n = (len - skip).min((src.len() - pos) as u64) as usize;
         dev.objects()
             .mrs
-            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| mr.write(sge.addr + skip, chunk))?;
-        data = &data[n..];
+            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| src.write_to(mr, sge.addr + skip, pos, n))?;
+        pos += n;
         skip = 0;
     }
-    if data.is_empty() {
+    if pos == src.len() {
         Ok(())
     } else {
         Err(EMSGSIZE)
@@ -134,15 +188,73 @@ pub(crate) fn gather_payload(
     }
 }
 
-impl Memory for QpMemory<'_> {
-    fn take_shared_recv(&mut self, qp: QpId) -> Option<(u64, u32)> {
-        bound(self.qps, qp).ok()?.take_recv()
+/// Appends `len` bytes of the scatter list `sges`, from byte `offset` of the list on,
+/// to `skb` as fragments of the regions' pages (no copy).
+fn attach(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, len: usize, skb: &mut SkBuff) -> Result {
+    let mut skip = offset;
+    let mut pos = 0;
+    for sge in sges {
+        if pos == len {
+            break;
+        }
+        let sge_len = u64::from(sge.length);
+        if skip >= sge_len {
+            skip -= sge_len;
+            continue;
+        }
+        let n = (sge_len - skip).min((len - pos) as u64) as usize;
+        dev.objects()
+            .mrs
+            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.attach_to(sge.addr + skip, n, skb))?;
+        pos += n;
+        skip = 0;
     }
+    if pos == len {
+        Ok(())
+    } else {
+        Err(EMSGSIZE)
+    }
+}
 
-    fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
+/// Appends the payload the core asked for to `skb`, which holds the headers, as
+/// fragments of the regions' pages: zero-copy transmit. Inline data, kept in the
+/// driver's copy of the WQE, is copied. On failure `skb` may hold part of the payload.
+pub(crate) fn attach_payload(
+    dev: &Device<MetaRoceDriver>,
+    qps: &mut [Option<Bound>],
+    payload: &Payload,
+    skb: &mut SkBuff,
+) -> Result {
+    match *payload {
+        Payload::Wr { qp, wr_id, offset, len } => {
+            let b = bound(qps, qp).map_err(|_| EINVAL)?;
+            let pd = b.qp.pd();
+            match b.send_buffer(wr_id)? {
+                LocalBuffer::Inline(data) => {
+                    let start = offset as usize;
+                    let end = start.checked_add(len as usize).ok_or(EINVAL)?;
+                    skb.append(data.get(start..end).ok_or(EINVAL)?)
+                }
+                LocalBuffer::Sges(sges) => attach(dev, pd, sges, u64::from(offset), len as usize, skb),
+            }
+        }
+        Payload::Mr { qp, rkey, va, len, .. } => {
+            let b = bound(qps, qp).map_err(|_| EINVAL)?;
+            dev.objects()
+                .mrs
+                .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| mr.attach_to(va, len as usize, skb))
+        }
+    }
+}
+
+impl QpMemory<'_> {
+    /// Places the bytes of `parts`, one after the other, at `dest`; the range of a
+    /// remote write is validated as a whole before any byte lands.
+    fn place_sources(&mut self, qp: QpId, dest: Dest, parts: [Source<'_>; 2]) -> Result<(), MemError> {
         let dev = self.dev;
         let b = bound(self.qps, qp)?;
         let pd = b.qp.pd();
+        let total: usize = parts.iter().map(Source::len).sum();
         match dest {
             Dest::Remote { rkey, va } => {
                 b.request_arrived();
@@ -151,21 +263,54 @@ impl Memory for QpMemory<'_> {
                 }
                 dev.objects()
                     .mrs
-                    .with_mr(rkey, pd, Access::REMOTE_WRITE, |mr| mr.write(va, data))
+                    .with_mr(rkey, pd, Access::REMOTE_WRITE, |mr| {
+                        mr.offset_of(va, total as u64)?;
+                        let mut at = va;
+                        for p in &parts {
+                            p.write_to(mr, at, 0, p.len())?;
+                            at += p.len() as u64;
+                        }
+                        Ok(())
+                    })
                     .map_err(|_| MemError::Access)
             }
             Dest::Recv { wr_id, offset } => {
                 b.request_arrived();
                 let sges = b.recv_sges(wr_id).map_err(|_| MemError::Operation)?;
-                scatter(dev, pd, sges.as_slice(), u64::from(offset), data).map_err(|_| MemError::Operation)
+                place_list(dev, pd, sges.as_slice(), offset, &parts).map_err(|_| MemError::Operation)
             }
             Dest::Local { wr_id, offset } => {
                 let LocalBuffer::Sges(sges) = b.send_buffer(wr_id).map_err(|_| MemError::Access)? else {
                     return Err(MemError::Access);
                 };
-                scatter(dev, pd, sges, u64::from(offset), data).map_err(|_| MemError::Access)
+                place_list(dev, pd, sges, offset, &parts).map_err(|_| MemError::Access)
             }
         }
+    }
+}
+
+/// Scatters `parts`, one after the other, into `sges` from byte `offset` on.
+fn place_list(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u32, parts: &[Source<'_>]) -> Result {
+    let mut at = u64::from(offset);
+    for p in parts.iter().filter(|p| p.len() > 0) {
+        scatter_from(dev, pd, sges, at, *p)?;
+        at += p.len() as u64;
+    }
+    Ok(())
+}
+
+impl Memory for QpMemory<'_> {
+    fn take_shared_recv(&mut self, qp: QpId) -> Option<(u64, u32)> {
+        bound(self.qps, qp).ok()?.take_recv()
+    }
+
+    fn place(&mut self, qp: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
+        self.place_sources(qp, dest, [Source::Bytes(data), Source::Bytes(&[])])
+    }
+
+    fn place_split(&mut self, qp: QpId, dest: Dest, data: RxPayload<'_>) -> Result<(), MemError> {
+        let sources = sources(data, self.rx)?;
+        self.place_sources(qp, dest, sources)
     }
 
     fn check_read(&mut self, qp: QpId, rkey: u32, va: u64, len: u32) -> Result<(), MemError> {

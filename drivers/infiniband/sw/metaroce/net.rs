@@ -40,7 +40,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
-const DEVICE_COUNTERS: usize = 17;
+const DEVICE_COUNTERS: usize = 18;
 /// Counters of the device's namespace, the last of [`HW_COUNTERS`].
 const NS_COUNTERS: usize = 3;
 
@@ -55,6 +55,7 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"tx_packets"),
     CounterDesc::new(c"tx_bytes"),
     CounterDesc::new(c"tx_errors"),
+    CounterDesc::new(c"tx_zero_copy"),
     // The transport engine: connections (one per peer) and the QPs they carry.
     CounterDesc::new(c"conns_open"),
     CounterDesc::new(c"conns_opened"),
@@ -91,6 +92,8 @@ pub(crate) struct NetCounters {
     tx_packets: Atomic<u64>,
     tx_bytes: Atomic<u64>,
     tx_errors: Atomic<u64>,
+    /// Sent datagrams whose payload rode as memory-region pages, not copied.
+    tx_zero_copy: Atomic<u64>,
 }
 
 impl NetCounters {
@@ -102,6 +105,7 @@ impl NetCounters {
             tx_packets: Atomic::new(0),
             tx_bytes: Atomic::new(0),
             tx_errors: Atomic::new(0),
+            tx_zero_copy: Atomic::new(0),
         }
     }
 
@@ -112,6 +116,14 @@ impl NetCounters {
     }
 
     pub(crate) fn count_tx(&self, ret: Result, len: usize) {
+        self.count_tx_paged(ret, len, false);
+    }
+
+    /// Counts a transmission whose payload was paged (`zero_copy`) or not.
+    pub(crate) fn count_tx_paged(&self, ret: Result, len: usize, zero_copy: bool) {
+        if ret.is_ok() && zero_copy {
+            self.tx_zero_copy.fetch_add(1, Relaxed);
+        }
         if ret.is_ok() {
             self.tx_packets.fetch_add(1, Relaxed);
             self.tx_bytes.fetch_add(len as u64, Relaxed);
@@ -242,6 +254,11 @@ impl DeviceNet {
         self.counters.count_tx(ret, len);
     }
 
+    /// Counts a transmission's outcome; `zero_copy` when its payload was paged.
+    pub(crate) fn count_tx_paged(&self, ret: Result, len: usize, zero_copy: bool) {
+        self.counters.count_tx_paged(ret, len, zero_copy);
+    }
+
     /// Fills `values` in the order of [`HW_COUNTERS`].
     pub(crate) fn read_counters(&self, values: &mut [u64]) {
         let c = &self.counters;
@@ -258,6 +275,7 @@ impl DeviceNet {
             c.tx_packets.load(Relaxed),
             c.tx_bytes.load(Relaxed),
             c.tx_errors.load(Relaxed),
+            c.tx_zero_copy.load(Relaxed),
             e.conns() as u64,
             e.stats.conns_opened.load(Relaxed),
             e.stats.qps_bound.load(Relaxed),

@@ -15,7 +15,7 @@ use super::{ConnState, Connection, PendingDelivery, QpId};
 use crate::cc::CongestionControl;
 use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, PSN_BEHIND_WINDOW};
 use crate::event::{Event, WcOpcode, WcStatus};
-use crate::memory::{AtomicOp, Dest, MemError, Memory};
+use crate::memory::{AtomicOp, Dest, MemError, Memory, RxPayload};
 use crate::psn::seq_diff;
 use crate::sack::Mark;
 use crate::timer::Instant;
@@ -80,8 +80,24 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         datagram: &[u8],
         mem: &mut M,
     ) -> Result<(), RxDrop> {
+        self.handle_datagram_split(now, ecn_ce, datagram, 0, mem)
+    }
+
+    /// Processes one received datagram of which only the first part, `head`, is in
+    /// one buffer: the payload of a data packet continues with `tail` more bytes the
+    /// driver holds (a socket buffer's pages), which reach memory through
+    /// [`Memory::place_split`]. The headers must lie inside `head`; a datagram that is
+    /// not a data packet is parsed from `head` alone.
+    pub fn handle_datagram_split<M: Memory>(
+        &mut self,
+        now: Instant,
+        ecn_ce: bool,
+        head: &[u8],
+        tail: u32,
+        mem: &mut M,
+    ) -> Result<(), RxDrop> {
         self.stats.rx_packets = self.stats.rx_packets.saturating_add(1);
-        let r = self.dispatch(now, ecn_ce, datagram, mem);
+        let r = self.dispatch(now, ecn_ce, head, tail, mem);
         if r.is_err() {
             self.stats.rx_dropped = self.stats.rx_dropped.saturating_add(1);
         }
@@ -98,7 +114,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         r
     }
 
-    fn dispatch<M: Memory>(&mut self, now: Instant, ecn_ce: bool, buf: &[u8], mem: &mut M) -> Result<(), RxDrop> {
+    fn dispatch<M: Memory>(&mut self, now: Instant, ecn_ce: bool, buf: &[u8], tail: u32, mem: &mut M) -> Result<(), RxDrop> {
         let pkt = Packet::new_checked(buf).map_err(RxDrop::Malformed)?;
         let h = *pkt.header();
         //= Documentation/metaroce/spec.rst#connection-ids
@@ -150,7 +166,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }
                 Ok(())
             }
-            _ => self.on_data(now, ecn_ce, &h, &pkt, mem),
+            _ => self.on_data(now, ecn_ce, &h, &pkt, tail, mem),
         }
     }
 
@@ -160,6 +176,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         ecn_ce: bool,
         h: &Header,
         pkt: &Packet<'_>,
+        tail: u32,
         mem: &mut M,
     ) -> Result<(), RxDrop> {
         let path = usize::from(h.path);
@@ -177,7 +194,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         let stream = pkt.stream().map_err(RxDrop::Malformed)?;
         let ext = pkt.data_ext().map_err(RxDrop::Malformed)?;
-        let payload = pkt.payload();
+        let payload = RxPayload { head: pkt.payload(), tail };
+        // A datagram is far shorter than 4 GiB: a longer payload is a driver bug.
+        if u32::try_from(payload.len()).is_err() {
+            return Err(RxDrop::Malformed(crate::wire::Error::Malformed));
+        }
         let ty = pkt.packet_type();
         //= Documentation/metaroce/spec.rst#streams
         let seg = match self.qp_by_qpn(stream.qpn) {
@@ -191,7 +212,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 if matches!(seg, Seg::Duplicate) {
                     self.stats.rx_duplicates = self.stats.rx_duplicates.saturating_add(1);
                 } else {
-                    self.stats.rx_bytes = self.stats.rx_bytes.saturating_add(payload.len() as u64);
+                    self.stats.rx_bytes = self.stats.rx_bytes.saturating_add(payload.len());
                 }
                 self.note_received(now, path, h, ecn_ce, matches!(seg, Seg::Duplicate));
                 Ok(())
@@ -253,7 +274,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         h: &Header,
         s: &StreamHeader,
         ext: &DataExt,
-        payload: &[u8],
+        payload: RxPayload<'_>,
         mem: &mut M,
     ) -> Seg {
         let qp = QpId(qi as u16);
@@ -287,7 +308,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }
                 let dest = Dest::Recv { wr_id: wqe.wr_id, offset: s.offset };
                 if !payload.is_empty() {
-                    if let Err(e) = mem.place(qp, dest, payload) {
+                    if let Err(e) = mem.place_split(qp, dest, payload) {
                         q.fail(WcStatus::LocProtErr);
                         return Seg::Nak(nak_of(e));
                     }
@@ -305,7 +326,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }
                 if !payload.is_empty() {
                     let dest = Dest::Remote { rkey, va: va.wrapping_add(u64::from(s.offset)) };
-                    if let Err(e) = mem.place(qp, dest, payload) {
+                    if let Err(e) = mem.place_split(qp, dest, payload) {
                         // The responder QP fails too.
                         //= Documentation/metaroce/spec.rst#responder-errors
                         q.fail_responder(status_of(e));
@@ -355,7 +376,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         h: &Header,
         s: &StreamHeader,
         ext: &DataExt,
-        payload: &[u8],
+        payload: RxPayload<'_>,
         mem: &mut M,
     ) -> Seg {
         let qp = QpId(qi as u16);
@@ -380,7 +401,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }
                 if status == Status::Ok && !payload.is_empty() {
                     let dest = Dest::Local { wr_id: w.wr.wr_id, offset: s.offset };
-                    local_err = mem.place(qp, dest, payload).is_err();
+                    local_err = mem.place_split(qp, dest, payload).is_err();
                 }
                 status
             }

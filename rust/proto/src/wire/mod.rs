@@ -31,7 +31,7 @@ pub use control::{Control, ControlCode};
 pub use data::{DataExt, Status, StreamHeader};
 pub use header::{Flags, Header, PacketType};
 pub use nak::{Nak, NakCode};
-pub use packet::{AckRepr, Packet, PacketRepr};
+pub use packet::{headers_len, AckRepr, Packet, PacketRepr};
 pub use ud::{UdHeader, MAX_UD_HEADER_LEN, UD, UD_HEADER_LEN, UD_IMM};
 
 /// A codec error.

@@ -19,6 +19,27 @@ pub struct Packet<'a> {
     header_len: usize,
 }
 
+/// How many leading bytes of a datagram its headers can take, judged from its first
+/// bytes `buf` (at least [`COMMON_HEADER_LEN`](crate::constants::COMMON_HEADER_LEN)
+/// of them, else that many): what a receiver that holds datagrams in pieces gathers
+/// into one buffer before parsing ([`Packet::new_checked`], or
+/// [`UdHeader::parse`](super::UdHeader::parse) for datagrams). An ACK counts with
+/// the most path blocks it may carry; the headers of a data packet are exact, so the
+/// payload stays where it is.
+pub fn headers_len(buf: &[u8]) -> usize {
+    use crate::constants::COMMON_HEADER_LEN;
+    if super::UdHeader::is_ud(buf) {
+        return super::ud::MAX_UD_HEADER_LEN;
+    }
+    match Header::parse(buf).and_then(|h| h.packet_type()) {
+        Ok(PacketType::Ack) => AckHeader::total_len(MAX_ACK_BLOCKS as u8),
+        Ok(PacketType::Nak) => Nak::TOTAL_LEN,
+        Ok(PacketType::Control) => Control::TOTAL_LEN,
+        Ok(ty) => DataExt::header_len(ty),
+        Err(_) => COMMON_HEADER_LEN,
+    }
+}
+
 impl<'a> Packet<'a> {
     /// Validates `buf` as a MetaRoCE packet.
     pub fn new_checked(buf: &'a [u8]) -> Result<Self> {

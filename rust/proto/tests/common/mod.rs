@@ -7,9 +7,10 @@
 
 use metaroce_proto::constants::MIN_TRANSMIT_BUF;
 use metaroce_proto::{
-    AtomicOp, Completion, Config, Connection, Dest, Event, Instant, MemError, Memory, Payload, QpId, WcStatus,
-    WorkRequest,
+    AtomicOp, Completion, Config, Connection, Dest, Event, Instant, MemError, Memory, Payload, QpId, RxPayload,
+    WcStatus, WorkRequest,
 };
+use metaroce_proto::wire::Packet;
 use std::collections::HashMap;
 
 /// Deterministic PRNG for the link.
@@ -47,6 +48,10 @@ pub struct Mem {
     pub shared: std::collections::VecDeque<(u64, u32)>,
     pub placed_bytes: u64,
     pub atomics_executed: u64,
+    /// The tail of the datagram being received split (see `LinkCfg::split`).
+    pub tail: Vec<u8>,
+    /// Payloads placed from a head and a tail.
+    pub split_placements: u64,
 }
 
 impl Mem {
@@ -84,6 +89,19 @@ impl Memory for Mem {
         };
         dst.copy_from_slice(data);
         self.placed_bytes += data.len() as u64;
+        Ok(())
+    }
+
+    /// Places head and tail as one payload: validated as a whole before any byte lands.
+    fn place_split(&mut self, qp: QpId, dest: Dest, data: RxPayload<'_>) -> Result<(), MemError> {
+        assert_eq!(data.tail as usize, self.tail.len(), "the tail the core names is the driver's");
+        if data.tail == 0 {
+            return self.place(qp, dest, data.head);
+        }
+        let mut all = data.head.to_vec();
+        all.extend_from_slice(&self.tail);
+        self.place(qp, dest, &all)?;
+        self.split_placements += 1;
         Ok(())
     }
 
@@ -126,11 +144,14 @@ pub struct LinkCfg {
     pub ce: u32,
     pub latency: u64,
     pub jitter: u64,
+    /// Datagrams handed over split at a random point, as a driver does with a socket
+    /// buffer's linear part and pages (`Connection::handle_datagram_split`).
+    pub split: u32,
 }
 
 impl Default for LinkCfg {
     fn default() -> Self {
-        LinkCfg { loss: 0, dup: 0, ce: 0, latency: 5_000, jitter: 0 }
+        LinkCfg { loss: 0, dup: 0, ce: 0, latency: 5_000, jitter: 0, split: 0 }
     }
 }
 
@@ -242,7 +263,17 @@ impl Pair {
         let delivered = !due.is_empty();
         for p in due {
             let n = &mut self.nodes[p.to];
-            let _ = n.conn.handle_datagram(self.now, p.ce, &p.data, &mut n.mem);
+            // Drivers keep the headers in the linear part: split inside the payload.
+            let payload = Packet::new_checked(&p.data).map_or(0, |k| k.payload().len());
+            if payload > 0 && self.rng.chance(self.link.split) {
+                let at = p.data.len() - self.rng.below(payload as u64 + 1) as usize;
+                n.mem.tail = p.data[at..].to_vec();
+                let tail = n.mem.tail.len() as u32;
+                let _ = n.conn.handle_datagram_split(self.now, p.ce, &p.data[..at], tail, &mut n.mem);
+                n.mem.tail.clear();
+            } else {
+                let _ = n.conn.handle_datagram(self.now, p.ce, &p.data, &mut n.mem);
+            }
         }
         for n in self.nodes.iter_mut() {
             if n.conn.poll_timeout().is_some_and(|t| t <= self.now) {
