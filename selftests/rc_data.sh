@@ -80,6 +80,38 @@ test_segment_size() {
 	return $KSFT_PASS
 }
 
+# test_conns_file: while ib_write_bw streams, each device's debugfs `conns` file shows
+# its connection to the other (execution context, protocol core) and the bound QP.
+test_conns_file() {
+	local d=/sys/kernel/debug/metaroce bg rc i
+	if [ "$MROCE_TYPE" != metaroce ]; then
+		ktap_print_msg "reads metaroce's debugfs"
+		return $KSFT_SKIP
+	fi
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug \
+		|| { fail "cannot mount debugfs"; return; }
+	pair ib_write_bw -s 4096 -D 4 -F &
+	bg=$!
+	for i in $(seq 40); do
+		sleep 0.25
+		cat $d/mroce0/conns > "$LOG/conns0" && cat $d/mroce1/conns > "$LOG/conns1" || break
+		grep -q "^  qp " "$LOG/conns0" && grep -q "^  qp " "$LOG/conns1" && break
+	done
+	wait $bg
+	rc=$?
+	next_port # the one the background pair took, in its subshell
+	[ $rc -eq $KSFT_PASS ] || return $rc
+	sed 's/^/#   mroce1: /' "$LOG/conns1" | cut -c1-160
+	grep -q "^conn 0x[0-9a-f]* to $IPB (peer 0x[0-9a-f]*): runs [1-9]" "$LOG/conns0" \
+		&& grep -q "^conn 0x[0-9a-f]* to $IPA (peer 0x[0-9a-f]*): runs [1-9]" "$LOG/conns1" \
+		|| { fail "no connection to the peer in the conns files"; return; }
+	grep -q "^  core: in flight [0-9]* B, ack_pending=" "$LOG/conns1" \
+		|| { fail "no protocol core state in mroce1's conns file"; return; }
+	grep -qE "^  qp [0-9]+ stream 0: Rts, send ring [0-9]+ \(core holds [0-9]+, seq [1-9]" "$LOG/conns1" \
+		|| { fail "no sending QP in mroce1's conns file"; return; }
+	return $KSFT_PASS
+}
+
 # test_srq_pingpong ITERS ARGS...: ibv_srq_pingpong, its QPs (16 by default) sharing
 # one SRQ on each side, with content validation.
 test_srq_pingpong() {
@@ -120,7 +152,7 @@ bw_hotplug() {
 }
 
 ktap_print_header
-ktap_set_plan 30
+ktap_set_plan 31
 if ! perftest_setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -159,5 +191,6 @@ ktap_test "ib_atomic_lat: CMP_AND_SWAP" atomic_lat CMP_AND_SWAP
 ktap_test "ib_atomic_lat: FETCH_AND_ADD" atomic_lat FETCH_AND_ADD
 ktap_test "ib_write_bw: 4 KiB for 6 s while CPU 1 goes offline and online" bw_hotplug ib_write_bw
 ktap_test "ib_read_bw: 4 KiB for 6 s while CPU 1 goes offline and online" bw_hotplug ib_read_bw
+ktap_test "debugfs conns: each side's connection and QP while ib_write_bw streams" test_conns_file
 ktap_test "ibv_rc_pingpong after the perftest runs (devices still healthy)" test_pingpong 200
 ktap_finished

@@ -17,6 +17,7 @@
 
 use crate::device::MetaRoceDriver;
 use crate::memory::check_sges;
+use core::fmt;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
 use crate::conn::Conn;
 use metaroce_proto::{
@@ -170,6 +171,27 @@ impl Bound {
     /// Send WQEs handed to the core and not completed yet.
     pub(crate) fn outstanding(&self) -> u64 {
         self.sq_seq - self.sq_done
+    }
+
+    /// One line of state for the device's `conns` debugfs file.
+    pub(crate) fn write_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "  qp {} stream {}: {:?}, send ring {} (core holds {}, seq {}), recv ring {} (seq {}/{}), \
+             send_pending={} failed={} draining={}",
+            self.qp.qpn(),
+            self.id.index(),
+            self.qp.state(),
+            self.qp.sq_count(),
+            self.outstanding(),
+            self.sq_seq,
+            self.qp.rq_count(),
+            self.rq_done,
+            self.rq_seq,
+            self.send_pending,
+            self.failed,
+            self.draining,
+        )
     }
 
     /// The local buffer of the send WQE of sequence `seq`, which the core holds.

@@ -12,7 +12,7 @@
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;
 use crate::memory::{attach_payload, gather_payload, QpMemory};
-use core::net::IpAddr;
+use core::{fmt, net::IpAddr};
 use kernel::{
     cpu::CpuId,
     impl_has_hr_timer, impl_has_work, new_spinlock_irq, new_work,
@@ -302,6 +302,37 @@ impl ConnCtx {
         }
         self.app_cpu.store(NO_CPU, Relaxed);
         self.drive(dev, &mut st);
+    }
+
+    /// The connection's state for the device's `conns` debugfs file: the execution
+    /// context's (stream, timer, inbox), the core's and each bound QP's.
+    pub(crate) fn write_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let inbox = self.inbox.lock().len();
+        let st = self.state.lock();
+        let now = self.now();
+        let ns = |t: Option<CoreInstant>| t.map(|t| t.as_nanos() as i64 - now.as_nanos() as i64);
+        writeln!(
+            f,
+            "conn {:#010x} to {} (peer {:#010x}): runs {}, in_stream={} app_cpu={}, inbox {}, \
+             timer {} at {:?} ns from now, next deadline {:?} ns, dead={}",
+            self.local_id,
+            self.peer,
+            st.conn.peer_conn_id(),
+            self.counters.runs.load(Relaxed),
+            self.in_stream.load(Relaxed),
+            self.app_cpu.load(Relaxed) as i32,
+            inbox,
+            if st.timer.is_some() { "armed" } else { "idle" },
+            ns(st.armed),
+            ns(st.conn.poll_timeout()),
+            st.dead,
+        )?;
+        writeln!(f, "  core: in flight {} B, {}", st.conn.bytes_in_flight(), st.conn.debug_state())?;
+        for b in st.qps.iter().flatten() {
+            b.write_state(f)?;
+            writeln!(f)?;
+        }
+        Ok(())
     }
 
     /// The protocol core's counters and the datagrams the inbox dropped.

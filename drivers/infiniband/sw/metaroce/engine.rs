@@ -11,7 +11,10 @@
 use crate::conn::ConnCtx;
 use crate::device::MetaRoceDriver;
 use crate::net::NetCounters;
-use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use core::{
+    fmt,
+    net::{IpAddr, Ipv4Addr, Ipv6Addr},
+};
 use kernel::{
     new_mutex, new_spinlock_irq,
     prelude::*,
@@ -180,6 +183,18 @@ impl Engine {
     /// The number of open connections.
     pub(crate) fn conns(&self) -> usize {
         self.conns.lock().len()
+    }
+
+    /// Writes the state of every connection (the `conns` debugfs file).
+    pub(crate) fn write_conns(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut conns = KVec::new();
+        for c in self.conns.lock().iter() {
+            conns.push(c.clone(), GFP_ATOMIC).map_err(|_| fmt::Error)?;
+        }
+        for c in &conns {
+            c.write_state(f)?;
+        }
+        Ok(())
     }
 
     /// Hands a received datagram to its connection (softirq context).

@@ -10,6 +10,7 @@
 use crate::device::MetaRoceDriver;
 use crate::engine::{Engine, TRANSPORT_COUNTERS};
 use core::{
+    fmt,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
     str::FromStr,
 };
@@ -200,7 +201,8 @@ pub(crate) struct DeviceNet {
     counters: Arc<NetCounters>,
     engine: Arc<Engine>,
     tunnel: TunnelRef<Demux>,
-    _xmit: Pin<KBox<debugfs::File<XmitFile>>>,
+    _xmit: Pin<KBox<debugfs::File<DeviceLookup>>>,
+    _conns: Pin<KBox<debugfs::File<DeviceLookup>>>,
     _dir: Dir,
 }
 
@@ -220,11 +222,22 @@ impl DeviceNet {
         let xmit = KBox::pin_init(
             dir.write_callback_file(
                 c"xmit",
-                XmitFile {
+                DeviceLookup {
                     registry: registry.clone(),
                     netdev: netdev.id(),
                 },
                 &xmit_write,
+            ),
+            GFP_KERNEL,
+        )?;
+        let conns = KBox::pin_init(
+            dir.read_callback_file(
+                c"conns",
+                DeviceLookup {
+                    registry: registry.clone(),
+                    netdev: netdev.id(),
+                },
+                &conns_show,
             ),
             GFP_KERNEL,
         )?;
@@ -235,6 +248,7 @@ impl DeviceNet {
             engine,
             tunnel,
             _xmit: xmit,
+            _conns: conns,
             _dir: dir,
         })
     }
@@ -341,15 +355,15 @@ impl Drop for DeviceNet {
     }
 }
 
-/// The data of a device's `xmit` debugfs file: how to find the device.
-struct XmitFile {
+/// The data of a device's debugfs files: how to find the device.
+struct DeviceLookup {
     registry: Arc<Registry<MetaRoceDriver>>,
     netdev: NetDeviceId,
 }
 
 /// Writing `DST_IP SRC_PORT COUNT [LEN]` to `/sys/kernel/debug/metaroce/DEV/xmit` sends
 /// COUNT test datagrams (see [`DeviceNet::xmit_test`]).
-fn xmit_write(file: &XmitFile, reader: &mut UserSliceReader) -> Result {
+fn xmit_write(file: &DeviceLookup, reader: &mut UserSliceReader) -> Result {
     let mut buf = [0u8; 128];
     let n = reader.len();
     if n >= buf.len() {
@@ -373,4 +387,14 @@ fn xmit_write(file: &XmitFile, reader: &mut UserSliceReader) -> Result {
     dev.data()
         .net()
         .xmit_test(&netdev, dst, src_port, count, len)
+}
+
+/// Reading `/sys/kernel/debug/metaroce/DEV/conns` shows the state of the device's
+/// connections: each one's execution context, protocol core and bound QPs (see
+/// Documentation/metaroce/driver.rst, "Troubleshooting").
+fn conns_show(file: &DeviceLookup, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match file.registry.get_by_netdev(file.netdev) {
+        Some(dev) => dev.data().net().engine().write_conns(f),
+        None => writeln!(f, "no device"),
+    }
 }

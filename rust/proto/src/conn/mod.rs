@@ -481,7 +481,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.paths.get(path).map(|p| p.rtt.srtt_or(0))
     }
 
-    /// A one-line summary of internal state for debugging tests (std only).
+    /// A one-line summary of internal state, for debugging (tests, the driver's
+    /// debugfs).
     #[doc(hidden)]
     pub fn debug_state(&self) -> impl core::fmt::Display + '_ {
         DebugState(self)
