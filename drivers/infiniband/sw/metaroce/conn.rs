@@ -473,8 +473,8 @@ impl ConnCtx {
         self.inbox.lock().clear();
     }
 
-    /// Runs the connection: received datagrams, timers, new work requests, then
-    /// completions and transmissions, and arms the timer.
+    /// Runs the connection: received datagrams, timers, completions, new work
+    /// requests, then transmissions, and arms the timer.
     fn drive(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, st: &mut ConnState) {
         if st.dead {
             self.inbox.lock().clear();
@@ -498,6 +498,11 @@ impl ConnCtx {
         if conn.poll_timeout().is_some_and(|t| t <= now) {
             conn.handle_timeout(now);
         }
+        // Completions first: the core frees a send slot only when it hands out the
+        // work request's completion, so new WQEs taken before that would find a core
+        // that the ACKs just emptied still full, and wait for a run that nothing
+        // schedules (no ACK or timer is due once all is acknowledged).
+        self.drain_events(conn, qps);
         for b in qps.iter_mut().flatten() {
             b.sync_send(dev, conn);
         }

@@ -660,6 +660,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     /// Queues a send work request on `qp`.
+    ///
+    /// [`PostError::QueueFull`] while `qp` holds [`MAX_SEND_WR`] requests: a slot
+    /// frees when [`poll_event`](Self::poll_event) hands out its completion.
     pub fn post_send(&mut self, qp: QpId, wr: WorkRequest) -> Result<(), PostError> {
         if self.state != ConnState::Open {
             return Err(PostError::Closed);
