@@ -92,10 +92,11 @@ test_conns_file() {
 		|| { fail "cannot mount debugfs"; return; }
 	pair ib_write_bw -s 4096 -D 4 -F &
 	bg=$!
-	for i in $(seq 40); do
+	# Until the client's QP has sent (or the run is over).
+	for i in $(seq 60); do
 		sleep 0.25
 		cat $d/mroce0/conns > "$LOG/conns0" && cat $d/mroce1/conns > "$LOG/conns1" || break
-		grep -q "^  qp " "$LOG/conns0" && grep -q "^  qp " "$LOG/conns1" && break
+		grep -q "^  qp " "$LOG/conns0" && grep -qE "^  qp .* seq [1-9]" "$LOG/conns1" && break
 	done
 	wait $bg
 	rc=$?
