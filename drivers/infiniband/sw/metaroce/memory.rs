@@ -85,32 +85,41 @@ pub(crate) fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offs
     scatter_from(dev, pd, sges, offset, Source::Bytes(data))
 }
 
-/// Copies the bytes of `src` into the scatter list `sges` from byte `offset` of the
-/// list on.
-pub(crate) fn scatter_from(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, src: Source<'_>) -> Result {
+/// Calls `f(sge, address, position, count)` for each piece of bytes `offset..offset +
+/// len` of the scatter list `sges`, in order; `EMSGSIZE` when the list is shorter.
+fn walk_sges(sges: &[Sge], offset: u64, len: usize, mut f: impl FnMut(&Sge, u64, usize, usize) -> Result) -> Result {
     let mut skip = offset;
     let mut pos = 0;
     for sge in sges {
-        if pos == src.len() {
+        if pos == len {
             break;
         }
-        let len = u64::from(sge.length);
-        if skip >= len {
-            skip -= len;
+        let sge_len = u64::from(sge.length);
+        if skip >= sge_len {
+            skip -= sge_len;
             continue;
         }
-        let n = (len - skip).min((src.len() - pos) as u64) as usize;
-        dev.objects()
-            .mrs
-            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| src.write_to(mr, sge.addr + skip, pos, n))?;
+        let n = (sge_len - skip).min((len - pos) as u64) as usize;
+        // An address past the end of the address space is no MR's: the lookup refuses it.
+        f(sge, sge.addr.wrapping_add(skip), pos, n)?;
         pos += n;
         skip = 0;
     }
-    if pos == src.len() {
+    if pos == len {
         Ok(())
     } else {
         Err(EMSGSIZE)
     }
+}
+
+/// Copies the bytes of `src` into the scatter list `sges` from byte `offset` of the
+/// list on.
+pub(crate) fn scatter_from(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, src: Source<'_>) -> Result {
+    walk_sges(sges, offset, src.len(), |sge, va, pos, n| {
+        dev.objects()
+            .mrs
+            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| src.write_to(mr, va, pos, n))
+    })
 }
 
 /// Fills `out` from the scatter list `sges`, from byte `offset` of the list on.
@@ -121,30 +130,12 @@ pub(crate) fn gather(
     offset: u64,
     out: &mut [u8],
 ) -> Result {
-    let mut skip = offset;
-    let mut pos = 0;
-    for sge in sges {
-        if pos == out.len() {
-            break;
-        }
-        let len = u64::from(sge.length);
-        if skip >= len {
-            skip -= len;
-            continue;
-        }
-        let n = (len - skip).min((out.len() - pos) as u64) as usize;
-        let chunk = &mut out[pos..pos + n];
+    walk_sges(sges, offset, out.len(), |sge, va, pos, n| {
+        let chunk = out.get_mut(pos..pos + n).ok_or(EINVAL)?;
         dev.objects()
             .mrs
-            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.read(sge.addr + skip, chunk))?;
-        pos += n;
-        skip = 0;
-    }
-    if pos == out.len() {
-        Ok(())
-    } else {
-        Err(EMSGSIZE)
-    }
+            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.read(va, chunk))
+    })
 }
 
 /// Checks that every SGE of a local buffer names an MR of `pd` with `access` and lies
@@ -191,29 +182,11 @@ pub(crate) fn gather_payload(
 /// Appends `len` bytes of the scatter list `sges`, from byte `offset` of the list on,
 /// to `skb` as fragments of the regions' pages (no copy).
 fn attach(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, len: usize, skb: &mut SkBuff) -> Result {
-    let mut skip = offset;
-    let mut pos = 0;
-    for sge in sges {
-        if pos == len {
-            break;
-        }
-        let sge_len = u64::from(sge.length);
-        if skip >= sge_len {
-            skip -= sge_len;
-            continue;
-        }
-        let n = (sge_len - skip).min((len - pos) as u64) as usize;
+    walk_sges(sges, offset, len, |sge, va, _, n| {
         dev.objects()
             .mrs
-            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.attach_to(sge.addr + skip, n, skb))?;
-        pos += n;
-        skip = 0;
-    }
-    if pos == len {
-        Ok(())
-    } else {
-        Err(EMSGSIZE)
-    }
+            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.attach_to(va, n, skb))
+    })
 }
 
 /// Appends the payload the core asked for to `skb`, which holds the headers, as
