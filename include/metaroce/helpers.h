@@ -95,6 +95,9 @@ bool metaroce_queue_work_after_cpu(unsigned int cpu, struct workqueue_struct *wq
 /* Whether the current task is a user task: neither a kernel thread nor idle. */
 bool metaroce_current_is_user_task(void);
 
+/* linux/sched/clock.h: local_clock(), a static inline with some configurations. */
+u64 metaroce_local_clock(void);
+
 /* Build-time layout checks the Rust side relies on. */
 size_t metaroce_sizeof_ib_device(void);
 

@@ -9,6 +9,7 @@
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
+#include <linux/sched/clock.h>
 #include <linux/skbuff.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
@@ -316,4 +317,9 @@ bool metaroce_queue_work_after_cpu(unsigned int cpu, struct workqueue_struct *wq
 bool metaroce_current_is_user_task(void)
 {
 	return !(current->flags & (PF_KTHREAD | PF_IDLE));
+}
+
+u64 metaroce_local_clock(void)
+{
+	return local_clock();
 }

@@ -16,6 +16,7 @@
 pub mod ah;
 pub mod av;
 pub mod bindings;
+pub mod clock;
 pub mod cq;
 pub mod device;
 pub mod link;

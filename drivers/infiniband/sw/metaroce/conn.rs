@@ -27,7 +27,7 @@ use kernel::{
             ArcHrTimerHandle, HrTimer, HrTimerCallback, HrTimerCallbackContext, HrTimerPointer,
             HrTimerRestart, RelativeMode,
         },
-        Delta, Instant, Monotonic,
+        Delta, Monotonic,
     },
     workqueue::{self, Work, WorkItem},
 };
@@ -114,6 +114,9 @@ struct ConnState {
     timer: Option<ArcHrTimerHandle<ConnCtx>>,
     /// Its deadline.
     armed: Option<CoreInstant>,
+    /// The latest time a run read: the core's clock never goes back, whichever CPU
+    /// runs the connection ([`rdma::clock`]).
+    clock: CoreInstant,
     /// Shut down: do nothing more.
     dead: bool,
 }
@@ -131,8 +134,8 @@ pub(crate) struct ConnCtx {
     /// The device's netdev, held (the RDMA core's `ib_device_get_netdev` may not be
     /// called from softirq).
     ndev: ARef<NetDevice>,
-    /// The core's clock starts at the connection's creation.
-    epoch: Instant<Monotonic>,
+    /// The core's clock starts at the connection's creation ([`rdma::clock::local_ns`]).
+    epoch: u64,
     pub(crate) counters: ConnCounters,
     /// The CPU of the last streaming doorbell (the application's), or [`NO_CPU`]:
     /// while the connection streams, its work item runs on another CPU.
@@ -199,7 +202,7 @@ impl ConnCtx {
         peer: IpAddr,
         cfg: Config,
     ) -> Result<Arc<Self>> {
-        let epoch = Instant::<Monotonic>::now();
+        let epoch = rdma::clock::local_ns();
         let conn = KBox::init(
             Connection::init_aimd_with(cfg, QpSlots::default(), CoreInstant::ZERO, rdma::random::u64()),
             GFP_KERNEL,
@@ -219,6 +222,7 @@ impl ConnCtx {
             routes,
             timer: None,
             armed: None,
+            clock: CoreInstant::ZERO,
             dead: false,
         };
         let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?;
@@ -243,8 +247,15 @@ impl ConnCtx {
         )
     }
 
+    /// The core's time: nanoseconds since the connection's creation.
     fn now(&self) -> CoreInstant {
-        CoreInstant::from_nanos(self.epoch.elapsed().as_nanos().max(0) as u64)
+        CoreInstant::from_nanos(rdma::clock::local_ns().saturating_sub(self.epoch))
+    }
+
+    /// The core's time for a run: [`Self::now`], never earlier than a previous run's.
+    fn tick(&self, st: &mut ConnState) -> CoreInstant {
+        st.clock = st.clock.max(self.now());
+        st.clock
     }
 
     /// Queues the work item (no-op if it is already queued) on the high-priority
@@ -481,7 +492,7 @@ impl ConnCtx {
             return;
         }
         self.counters.runs.fetch_add(1, Relaxed);
-        let now = self.now();
+        let now = self.tick(st);
         {
             let mut inbox = self.inbox.lock();
             core::mem::swap(&mut *inbox, &mut st.rx);
