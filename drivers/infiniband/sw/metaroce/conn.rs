@@ -353,12 +353,28 @@ impl ConnCtx {
         (*st.conn.stats(), c.inbox_drops.load(Relaxed), c.runs.load(Relaxed))
     }
 
-    /// Takes a received datagram (softirq context) and queues the work item, which
-    /// runs in softirq context too, after the current receive batch: one run per batch.
-    pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram) {
+    /// Takes a received datagram (softirq context); `awaited` if its sender waits on
+    /// what it triggers ([`metaroce_proto::wire::Header::is_awaited`]).
+    ///
+    /// The work item runs the connection after the current receive batch: one run per
+    /// batch ([`Self::kick`]). An awaited datagram of a connection that carries no
+    /// stream (a request-response exchange: the ACK asked for, the response or the
+    /// acknowledgement a lone work request waits on) is handled now, unless another
+    /// CPU runs the connection: a round trip pays no queueing. The body of a stream
+    /// waits for the batch, as do the ACKs and responses of a streaming QP.
+    pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram, awaited: bool) {
         let full = self.inbox.lock().push_within_capacity(d).is_err();
         if full {
             self.counters.inbox_drops.fetch_add(1, Relaxed);
+        }
+        if awaited && !self.in_stream.load(Relaxed) && self.app_cpu.load(Relaxed) == NO_CPU {
+            if let Some(mut st) = self.state.try_lock() {
+                match self.registry.get_by_netdev(self.netdev) {
+                    Some(dev) => self.drive(&dev, &mut st),
+                    None => self.inbox.lock().clear(),
+                }
+                return;
+            }
         }
         self.kick();
     }

@@ -239,7 +239,7 @@ impl Engine {
             })
             .cloned();
         match found {
-            Some(c) => c.deliver(rx.into_owned()),
+            Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),
             None => {
                 self.stats.rx_no_conn.fetch_add(1, Relaxed);
                 rx.discard();

@@ -134,6 +134,15 @@ impl Header {
         PacketType::from_u8(self.ty)
     }
 
+    /// Whether the packet's sender is waiting on what it triggers: an acknowledgement
+    /// it asked for (`ACK_REQ`), or, for a packet that acknowledges or answers (ACK,
+    /// NAK, control, READ or atomic response), the completions it brings. Other data
+    /// packets are the body of a stream: a receiver may batch them. An unknown type
+    /// is not awaited.
+    pub fn is_awaited(&self) -> bool {
+        self.flags.has(Flags::ACK_REQ) || self.packet_type().is_ok_and(|t| !t.is_data() || t.is_response())
+    }
+
     /// Parses and validates the common header at the start of `buf`.
     pub fn parse(buf: &[u8]) -> Result<Self> {
         if buf.len() < Self::LEN {
@@ -209,5 +218,20 @@ mod tests {
         b[11] = 1;
         assert!(Header::parse(&b).is_ok());
         assert_eq!(Header::new(PacketType::Ack).emit(&mut [0u8; 3]), Err(Error::Truncated));
+    }
+
+    #[test]
+    fn awaited_packets() {
+        use PacketType::*;
+        for ty in [Ack, Nak, Control, ReadResp, AtomicResp] {
+            assert!(Header::new(ty).is_awaited(), "{ty:?}");
+        }
+        for ty in [Send, SendImm, Write, WriteImm, ReadReq, CmpSwap, FetchAdd] {
+            let mut h = Header::new(ty);
+            assert!(!h.is_awaited(), "{ty:?}");
+            h.flags = Flags(Flags::LAST | Flags::ACK_REQ);
+            assert!(h.is_awaited(), "{ty:?}");
+        }
+        assert!(!Header { ty: 0x42, ..Default::default() }.is_awaited());
     }
 }
