@@ -5,8 +5,9 @@
 //!
 //! Everything that touches the connection runs under its lock, a spinlock taken with
 //! bottom halves disabled: the work item (softirq) that receive, the hrtimer and a
-//! streaming QP's doorbell queue, the doorbell of any other QP, and the verbs that
-//! bind, fail or unbind a QP. Nothing in there sleeps. See
+//! streaming QP's doorbell queue, the doorbell of any other QP, the receive softirq
+//! itself for a datagram its sender waits on, and the verbs that bind, fail or
+//! unbind a QP. Nothing in there sleeps. See
 //! Documentation/metaroce/design.rst, "The transport engine".
 
 use crate::bound::Bound;
