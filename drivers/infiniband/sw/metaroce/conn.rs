@@ -283,12 +283,16 @@ impl ConnCtx {
 
     /// A run of the connection for one of its work items.
     fn run_queued(self: &Arc<Self>) {
-        let Some(dev) = self.registry.get_by_netdev(self.netdev) else {
-            self.inbox.lock().clear();
-            return;
-        };
-        let mut st = self.state.lock();
-        self.drive(&dev, &mut st);
+        self.run_locked(&mut self.state.lock());
+    }
+
+    /// Runs the connection, whose lock `st` is, for its device; with the device gone,
+    /// drops what was received.
+    fn run_locked(self: &Arc<Self>, st: &mut ConnState) {
+        match self.registry.get_by_netdev(self.netdev) {
+            Some(dev) => self.drive(&dev, st),
+            None => self.inbox.lock().clear(),
+        }
     }
 
     /// The send doorbell of QP `id`: the QP's new WQEs are for the core to take.
@@ -370,10 +374,7 @@ impl ConnCtx {
         }
         if awaited && !self.in_stream.load(Relaxed) && self.app_cpu.load(Relaxed) == NO_CPU {
             if let Some(mut st) = self.state.try_lock() {
-                match self.registry.get_by_netdev(self.netdev) {
-                    Some(dev) => self.drive(&dev, &mut st),
-                    None => self.inbox.lock().clear(),
-                }
+                self.run_locked(&mut st);
                 return;
             }
         }
