@@ -145,6 +145,9 @@ pub(crate) struct ConnCtx {
     /// connection carries a stream, and its work item leaves a CPU that runs a user
     /// task for the next one ([`Self::kick`]).
     in_stream: Atomic<bool>,
+    /// A streaming doorbell found the connection running and left its QP's new WQEs
+    /// to the next run ([`Self::doorbell`]).
+    rung: Atomic<bool>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
@@ -239,6 +242,7 @@ impl ConnCtx {
                 counters: ConnCounters::new(),
                 app_cpu: Atomic::new(NO_CPU),
                 in_stream: Atomic::new(false),
+                rung: Atomic::new(false),
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
@@ -303,8 +307,20 @@ impl ConnCtx {
     /// work item on the CPU after the application's ([`Self::kick`]), so the
     /// application goes on posting while another CPU transmits, and the doorbells rung
     /// meanwhile cost one run.
+    ///
+    /// While the connection streams, a doorbell that finds it running (its work item
+    /// on the other CPU) does not wait for that run: it flags the connection for the
+    /// next one and queues the work item, and the application goes back to posting.
     pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
-        let mut st = self.state.lock();
+        let mut st = match self.state.try_lock() {
+            Some(st) => st,
+            None if self.app_cpu.load(Relaxed) != NO_CPU => {
+                self.rung.store(true, Relaxed);
+                self.kick();
+                return;
+            }
+            None => self.state.lock(),
+        };
         let mut streaming = false;
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.send_pending = true;
@@ -516,6 +532,11 @@ impl ConnCtx {
             core::mem::swap(&mut *inbox, &mut st.rx);
         }
         let ConnState { conn, qps, rx, buf, routes, .. } = st;
+        if self.rung.load(Relaxed) && self.rung.xchg(false, Relaxed) {
+            for b in qps.iter_mut().flatten() {
+                b.send_pending = true;
+            }
+        }
         let received = rx.len();
         for d in rx.iter() {
             let ce = d.info().ecn == Ecn::Ce;
