@@ -208,6 +208,30 @@ impl Queue {
         Ok(true)
     }
 
+    /// Reads a `T` at byte `offset` of the element `ahead` places after the consumer
+    /// index, in one unaligned load (user-produced rings only); `Ok(None)` when fewer
+    /// than `ahead + 1` elements wait. Like [`read_at`](Self::read_at) without the
+    /// intermediate copy.
+    ///
+    /// # Safety
+    ///
+    /// Every bit pattern of `size_of::<T>()` bytes is a valid `T` (integers, arrays and
+    /// unions of them): user space may be writing the bytes.
+    pub unsafe fn read_as_at<T>(&self, ahead: u32, offset: usize) -> Result<Option<T>> {
+        if self.dir != Direction::FromClient
+            || offset.checked_add(size_of::<T>()).is_none_or(|end| end > self.slot_size())
+        {
+            return Err(EINVAL);
+        }
+        if ahead >= self.count() {
+            return Ok(None);
+        }
+        let index = self.index.wrapping_add(ahead);
+        // SAFETY: The range is inside the slot (checked above), inside the buffer; any
+        // bytes are a valid `T` (the caller's contract), whatever user space writes.
+        Ok(Some(unsafe { ptr::read_unaligned(self.slot(index).add(offset).cast::<T>()) }))
+    }
+
     /// Consumes the element at the consumer index (user-produced rings only); does
     /// nothing when the ring is empty.
     pub fn advance_consumer(&mut self) {

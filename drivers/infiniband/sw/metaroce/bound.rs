@@ -72,10 +72,11 @@ pub(crate) struct Bound {
     recv_ids: KVec<u64>,
     /// Receives taken from the SRQ, by sequence (empty without an SRQ).
     shared: KVVec<Option<RecvWqe>>,
-    /// The last send WQE parsed for transmission or placement (by sequence).
-    send_cache: KBox<Option<(u64, SendWqe)>>,
+    /// The last send WQE parsed (for the core, for transmission or placement), with
+    /// its sequence; every send WQE is parsed in this one place.
+    send_cache: KBox<(Option<u64>, SendWqe)>,
     /// The last receive WQE's scatter list parsed for placement (by sequence).
-    recv_cache: KBox<Option<(u64, SgeList)>>,
+    recv_cache: KBox<(Option<u64>, SgeList)>,
     /// The QP entered the error state: once the core has flushed what it holds, the
     /// rest of the rings is flushed here.
     pub(crate) failed: bool,
@@ -158,8 +159,8 @@ impl Bound {
             send_slots,
             recv_ids,
             shared,
-            send_cache: KBox::new(None, GFP_KERNEL)?,
-            recv_cache: KBox::new(None, GFP_KERNEL)?,
+            send_cache: KBox::new((None, SendWqe::EMPTY), GFP_KERNEL)?,
+            recv_cache: KBox::new((None, SgeList::EMPTY), GFP_KERNEL)?,
             failed: false,
             send_pending: false,
             draining: false,
@@ -213,18 +214,16 @@ impl Bound {
     /// The send WQE of sequence `seq`, which the core holds, parsed from the ring
     /// unless it was the last one parsed.
     fn send_wqe(&mut self, seq: u64) -> Result<&SendWqe> {
-        let hit = matches!(&*self.send_cache, Some((s, _)) if *s == seq);
-        if !hit {
+        let cache = &mut *self.send_cache;
+        if cache.0 != Some(seq) {
             let ahead = u32::try_from(seq - self.sq_done).map_err(|_| EINVAL)?;
-            match self.qp.sq_peek_at(ahead) {
-                Some(Ok(w)) => *self.send_cache = Some((seq, w)),
+            cache.0 = None;
+            match self.qp.sq_peek_into(ahead, &mut cache.1) {
+                Some(Ok(())) => cache.0 = Some(seq),
                 _ => return Err(EINVAL),
             }
         }
-        match &*self.send_cache {
-            Some((_, w)) => Ok(w),
-            None => Err(EINVAL),
-        }
+        Ok(&cache.1)
     }
 
     /// The scatter list of the receive WQE of sequence `seq`, which the core holds.
@@ -236,21 +235,19 @@ impl Bound {
             let slot = self.shared.get((seq % MAX_RECV_WR as u64) as usize);
             return slot.and_then(Option::as_ref).and_then(|w| w.sges.as_ref()).ok_or(EINVAL);
         }
-        let hit = matches!(&*self.recv_cache, Some((s, _)) if *s == seq);
-        if !hit {
+        let cache = &mut *self.recv_cache;
+        if cache.0 != Some(seq) {
             if seq < self.rq_done || seq >= self.rq_seq {
                 return Err(EINVAL);
             }
             let ahead = u32::try_from(seq - self.rq_done).map_err(|_| EINVAL)?;
-            match self.qp.rq_peek_at(ahead).and_then(|w| w.sges) {
-                Some(sges) => *self.recv_cache = Some((seq, sges)),
-                None => return Err(EINVAL),
+            cache.0 = None;
+            match self.qp.rq_peek_into(ahead, &mut cache.1) {
+                Some((_, true)) => cache.0 = Some(seq),
+                _ => return Err(EINVAL),
             }
         }
-        match &*self.recv_cache {
-            Some((_, l)) => Ok(l),
-            None => Err(EINVAL),
-        }
+        Ok(&cache.1)
     }
 
     /// Takes the QP's next receive for the core (see [`metaroce_proto::Memory`]): from
@@ -263,25 +260,27 @@ impl Bound {
         }
         let seq = self.rq_seq;
         let i = (seq % MAX_RECV_WR as u64) as usize;
-        let w = match self.qp.srq() {
+        // Too many SGEs: a zero-length buffer, which any SEND overflows
+        // (IBV_WC_LOC_LEN_ERR).
+        let len = |l: &SgeList| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32;
+        let len = match self.qp.srq() {
             Some(srq) => {
                 let w = srq.take()?;
                 *self.shared.get_mut(i)? = Some(w);
-                w
+                w.sges.as_ref().map_or(0, len)
             }
             None => {
-                let w = self.qp.rq_peek_at((seq - self.rq_done) as u32)?;
-                *self.recv_ids.get_mut(i)? = w.wr_id;
-                w
+                // Parsed into the cache: the message's data is placed next.
+                let cache = &mut *self.recv_cache;
+                cache.0 = None;
+                let (wr_id, fits) = self.qp.rq_peek_into((seq - self.rq_done) as u32, &mut cache.1)?;
+                *self.recv_ids.get_mut(i)? = wr_id;
+                if fits {
+                    cache.0 = Some(seq);
+                }
+                len(&cache.1)
             }
         };
-        // Too many SGEs: a zero-length buffer, which any SEND overflows
-        // (IBV_WC_LOC_LEN_ERR).
-        let len = w.sges.map_or(0, |l| l.total_len().min(u64::from(MAX_MSG_LEN)) as u32);
-        // The message's data is placed next: keep its scatter list parsed.
-        if let (None, Some(sges)) = (self.qp.srq(), w.sges) {
-            *self.recv_cache = Some((seq, sges));
-        }
         self.rq_seq += 1;
         Some((seq, len))
     }
@@ -296,24 +295,25 @@ impl Bound {
         let count = u64::from(self.qp.sq_count());
         while self.sq_seq - self.sq_done < count {
             let ahead = (self.sq_seq - self.sq_done) as u32;
-            let Some(peeked) = self.qp.sq_peek_at(ahead) else {
+            // Parsed into the cache: the core asks for its payload next.
+            self.send_cache.0 = None;
+            let Some(peeked) = self.qp.sq_peek_into(ahead, &mut self.send_cache.1) else {
                 break;
             };
-            let refused = match &peeked {
-                Ok(w) => match self.post(dev, conn, w) {
+            let w = &self.send_cache.1;
+            let refused = match peeked {
+                Ok(()) => match self.post(dev, conn, w) {
                     Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         let sge = match &w.payload {
                             Payload::Sges(list) if list.as_slice().len() == 1 => list.as_slice().first().copied(),
                             _ => None,
                         };
+                        let wr_id = w.wr_id;
                         if let Some(slot) = self.send_slots.get_mut(i) {
-                            *slot = SendSlot { wr_id: w.wr_id, signaled, sge };
+                            *slot = SendSlot { wr_id, signaled, sge };
                         }
-                        // The core asks for its payload next: keep it parsed.
-                        if let (None, Ok(w)) = (sge, peeked) {
-                            *self.send_cache = Some((self.sq_seq, w));
-                        }
+                        self.send_cache.0 = Some(self.sq_seq);
                         self.sq_seq += 1;
                         continue;
                     }
@@ -329,7 +329,7 @@ impl Bound {
                 break;
             }
             let (wr_id, opcode) = match &peeked {
-                Ok(w) => (w.wr_id, w.opcode.wc_opcode()),
+                Ok(()) => (self.send_cache.1.wr_id, self.send_cache.1.opcode.wc_opcode()),
                 Err(b) => (b.wr_id, WcOpcode::Send),
             };
             let wc = WorkCompletion {
