@@ -854,8 +854,11 @@ impl<C: CongestionControl, S: QpStore> core::fmt::Display for DebugState<'_, C, 
         write!(f, "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
             c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at)?;
         for (i, p) in (0..usize::from(c.cfg.paths)).zip(c.paths.iter()) {
-            write!(f, " | p{} rto={:?} fl={} lost={} bytes={} cwnd={}", i, p.rto_deadline, p.inflight.in_flight,
-                p.inflight.lost, p.inflight.bytes_in_flight, c.cc.path_window(i))?;
+            let (una, next) = p.inflight.range();
+            let rx_base = c.rx_paths.get(i).map_or(0, |r| r.window.base());
+            write!(f, " | p{} rto={:?} fl={} lost={} bytes={} cwnd={} psn={}..{} peer_cum={} rto_run={} rx_base={}",
+                i, p.rto_deadline, p.inflight.in_flight, p.inflight.lost, p.inflight.bytes_in_flight,
+                c.cc.path_window(i), una, next, p.peer_cum, p.consecutive_rto, rx_base)?;
         }
         for (i, q) in (0..c.qps.len()).filter_map(|i| Some((i, c.qps.qp(i)?))).filter(|(_, q)| q.state == QpState::Active) {
             write!(f, " | q{} head={} send={}/{} next={} req_acked={} resp_rx={} deliver={} req_rx={} resp={}..{} err={:?}",

@@ -987,3 +987,28 @@ fn responder_reports_the_refused_request_once() {
         );
     });
 }
+
+/// The debug state shows each path's PSNs on both sides: after a settled
+/// exchange, the sender's unacknowledged PSN, its next and the receiver's base
+/// are the same number.
+#[test]
+fn debug_state_shows_both_ends_of_a_path() {
+    use std::string::{String, ToString};
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        n.c[0].post_send(qp, WorkRequest { ack_req: true, ..write(1, 3 * 1024, 5) }).unwrap();
+        n.settle();
+        let field = |s: &str, key: &str| -> String {
+            let at = s.find(key).unwrap() + key.len();
+            s[at..].split(|c: char| c == ' ').next().unwrap().to_string()
+        };
+        let sender = n.c[0].debug_state().to_string();
+        let receiver = n.c[1].debug_state().to_string();
+        let range = field(&sender, " psn=");
+        let (una, next) = range.split_once("..").unwrap();
+        assert_eq!(una, next, "{sender}");
+        assert_eq!(field(&sender, " peer_cum="), una, "{sender}");
+        assert_eq!(field(&receiver, " rx_base="), una, "{receiver}");
+        assert_eq!(field(&sender, " rto_run="), "0");
+    });
+}
