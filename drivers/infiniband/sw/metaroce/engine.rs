@@ -63,9 +63,10 @@ pub(crate) struct EngineCounters {
 
 /// The protocol counters summed over a device's connections, in this order:
 /// data packets sent, retransmitted, retransmission timeouts, of those the spurious
-/// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped,
-/// datagrams the inbox dropped, runs of the connections' serialized context.
-pub(crate) const TRANSPORT_COUNTERS: usize = 10;
+/// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped
+/// and of those the ones out of a path's window and for no QP, datagrams the inbox
+/// dropped, runs of the connections' serialized context.
+pub(crate) const TRANSPORT_COUNTERS: usize = 12;
 
 fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_COUNTERS] {
     [
@@ -77,6 +78,8 @@ fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_C
         s.tx_naks,
         s.rx_duplicates,
         s.rx_dropped,
+        s.rx_out_of_window,
+        s.rx_no_qp,
         inbox_drops,
         runs,
     ]

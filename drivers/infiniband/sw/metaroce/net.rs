@@ -76,6 +76,8 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"tx_naks"),
     CounterDesc::new(c"rx_duplicates"),
     CounterDesc::new(c"rx_dropped"),
+    CounterDesc::new(c"rx_out_of_window"),
+    CounterDesc::new(c"rx_no_qp"),
     CounterDesc::new(c"rx_inbox_full"),
     CounterDesc::new(c"conn_runs"),
     // Per namespace: shared by the devices of the device's namespace.

@@ -107,6 +107,12 @@ pub struct Stats {
     pub rx_packets: u64,
     /// Datagrams dropped as malformed, misaddressed or out of window.
     pub rx_dropped: u64,
+    /// Of those, data packets whose PSN lay outside the path's window
+    /// ([`RxDrop::OutOfWindow`](crate::RxDrop::OutOfWindow)).
+    pub rx_out_of_window: u64,
+    /// Of those, data packets for no bound QP or a QP in error
+    /// ([`RxDrop::NoQp`](crate::RxDrop::NoQp)).
+    pub rx_no_qp: u64,
     /// Data packets whose segment was already received (still acknowledged).
     pub rx_duplicates: u64,
     /// Data packets refused with a NAK.

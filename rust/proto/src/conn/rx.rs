@@ -98,8 +98,14 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     ) -> Result<(), RxDrop> {
         self.stats.rx_packets = self.stats.rx_packets.saturating_add(1);
         let r = self.dispatch(now, ecn_ce, head, tail, mem);
-        if r.is_err() {
-            self.stats.rx_dropped = self.stats.rx_dropped.saturating_add(1);
+        if let Err(e) = r {
+            let s = &mut self.stats;
+            s.rx_dropped = s.rx_dropped.saturating_add(1);
+            match e {
+                RxDrop::OutOfWindow => s.rx_out_of_window = s.rx_out_of_window.saturating_add(1),
+                RxDrop::NoQp => s.rx_no_qp = s.rx_no_qp.saturating_add(1),
+                _ => {}
+            }
         }
         // Deliver where a message completed or a response slot freed up.
         match core::mem::take(&mut self.deliver) {

@@ -275,6 +275,9 @@ fn psn_far_behind_cumulative_is_dropped() {
             pkt[12..16].copy_from_slice(&base.wrapping_sub(back).to_be_bytes());
             assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow));
         }
+        // Each counted, by its reason too.
+        let s = n.c[1].stats();
+        assert_eq!((s.rx_dropped, s.rx_out_of_window, s.rx_no_qp), (3, 3, 0));
     });
 }
 
@@ -1010,5 +1013,20 @@ fn debug_state_shows_both_ends_of_a_path() {
         assert_eq!(field(&sender, " peer_cum="), una, "{sender}");
         assert_eq!(field(&receiver, " rx_base="), una, "{receiver}");
         assert_eq!(field(&sender, " rto_run="), "0");
+    });
+}
+
+/// A data packet for a QP the receiver has not bound is dropped and counted
+/// as such: the requester got ahead of its peer's RTR and retransmits.
+#[test]
+fn packet_for_no_qp_is_counted_by_reason() {
+    big(|| {
+        let mut n = Net::new(1);
+        let qp = n.c[0].open_qp(1, 2).unwrap();
+        n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
+        let pkt = n.out(0).into_iter().find(|p| is_data(p)).unwrap();
+        assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::NoQp));
+        let s = n.c[1].stats();
+        assert_eq!((s.rx_dropped, s.rx_out_of_window, s.rx_no_qp), (1, 0, 1));
     });
 }
