@@ -153,6 +153,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // is not sent again.
         //= Documentation/metaroce/spec.rst#late-packets
         let Some(s) = p.inflight.release_lost(psn) else { return false };
+        // The peer and the path are alive: timeouts since were not a dead peer's
+        // ([MR-RTX-14]).
+        p.consecutive_rto = 0;
+        self.consecutive_rto = 0;
         let by_timeout = p.lost_by_timeout(psn);
         if by_timeout {
             p.timeout_end = None;

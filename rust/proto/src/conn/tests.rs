@@ -686,6 +686,38 @@ fn spurious_timeout_restores_the_window_and_late_packets_are_not_sent_again() {
     });
 }
 
+// spec: MR-RTX-14, MR-RTX-8, MR-RTX-13
+#[test]
+fn late_acks_give_back_the_retry_budget() {
+    big(|| {
+        // One path and one retry: two timeouts in a row would fail the QP.
+        let (mut n, qp) = Net::with_qp(1);
+        let cfg = *n.c[0].config();
+        n.c[0].set_retransmission(1, cfg.rto_initial_ns, cfg.rto_min_ns);
+        n.c[0].set_retry_limit(qp, 1).unwrap();
+        for id in 1..=4 {
+            n.c[0].post_send(qp, write(id, 1024, 5)).unwrap();
+            let pkts = n.out(0);
+            assert_eq!(pkts.len(), 1);
+            // A slow peer: the timer fires, then the packet's ACK arrives before
+            // its data is sent again.
+            n.now = n.c[0].poll_timeout().unwrap();
+            n.c[0].handle_timeout(n.now);
+            n.deliver(1, &pkts);
+            n.now = n.now.add_nanos(n.c[1].cfg.ack_delay_ns);
+            n.c[1].handle_timeout(n.now);
+            let acks = n.out(1);
+            n.deliver(0, &acks);
+            n.settle();
+            let c = n.completions(0);
+            assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, id, WcStatus::Success), "{}", n.c[0].debug_state());
+        }
+        assert_eq!(n.c[0].stats().timeouts, 4);
+        assert_eq!(n.c[0].stats().spurious_timeouts, 4);
+        assert_eq!(n.c[0].stats().tx_retransmits, 0);
+    });
+}
+
 // spec: MR-CC-18
 #[test]
 fn spurious_timeout_told_by_duplicates_restores_the_window() {
