@@ -5,10 +5,13 @@
 # veth; port state, MTU and GIDs follow the netdev; user contexts and PDs from stock
 # rdma-core; repeated create/delete; netdev removal and rmmod with devices present;
 # clear errors for bad requests.
+#
+#   CYCLES=N create/delete cycles (default 10; each takes seconds under TCG).
 
 . "$(dirname "$0")/lib.sh"
 
 PY=/usr/bin/python3
+: "${CYCLES:=10}"
 
 trap cleanup_devices_and_ns EXIT
 
@@ -94,9 +97,9 @@ test_delete() {
 	return $KSFT_PASS
 }
 
-test_create_delete_50() {
+test_create_delete() {
 	local i
-	for i in $(seq 1 50); do
+	for i in $(seq 1 "$CYCLES"); do
 		ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA \
 			|| { fail "add #$i failed"; return; }
 		rdma link del mroce0 || { fail "del #$i failed"; return; }
@@ -162,7 +165,7 @@ ktap_test "user context and PDs through rdma-core's rxe provider" test_user_cont
 ktap_test "port state and MTU follow the netdev" test_port_follows_netdev
 ktap_test "missing netdev and second device are refused" test_bad_requests
 ktap_test "rdma link del removes the devices" test_delete
-ktap_test "create and delete 50 times" test_create_delete_50
+ktap_test "create and delete $CYCLES times" test_create_delete
 ktap_test "deleting the netdev removes the device" test_netdev_removed
 ktap_test "rmmod with devices and an open context" test_rmmod_with_devices
 ktap_finished

@@ -38,10 +38,12 @@ ktap_result() {
 # ktap_test DESCRIPTION FUNCTION [ARGS...]: runs FUNCTION, fails it on a kernel splat.
 ktap_test() {
 	local desc=$1; shift
-	local mark rc
+	local mark rc start
 	mark=$(dmesg | wc -l)
+	start=$SECONDS
 	"$@"
 	rc=$?
+	ktap_print_msg "'$desc' took $((SECONDS - start)) s"
 	if [ $rc -ne "$KSFT_SKIP" ] && dmesg | tail -n +"$((mark + 1))" | kernel_splat; then
 		ktap_print_msg "kernel log during '$desc':"
 		dmesg | tail -n +"$((mark + 1))" | sed 's/^/#   /' | head -40

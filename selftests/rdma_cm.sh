@@ -4,15 +4,17 @@
 # rdma_cm on MetaRoCE devices, server in one namespace and client in the other: the
 # kernel's CM sends its MADs over QP1 (the GSI QP, UD datagrams on the wire). rping
 # with data validation, ucmatose (RC) and udaddy (UD), perftest over rdma_cm (-R),
-# 100 connects and disconnects, and the errors an application gets when no device
+# $CM_CYCLES connects and disconnects, and the errors an application gets when no device
 # stands behind an address.
 #
 #   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe runs the same on rdma_rxe.
+#   CM_CYCLES=N connects and disconnects (default 30, 1.6 s each under TCG).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
 
 : "${MROCE_TYPE:=metaroce}"
+: "${CM_CYCLES:=30}"
 IPA=198.18.0.1
 IPB=198.18.0.2
 TO=120
@@ -87,7 +89,7 @@ test_perftest_cm() {
 	return $KSFT_PASS
 }
 
-# 100 connections one after the other to a persistent rping server, each with one
+# $CM_CYCLES connections one after the other to a persistent rping server, each with one
 # validated ping; afterwards no QP but the GSI ones is left on the devices.
 test_connect_loop() {
 	local i ok=0 srv qps
@@ -95,17 +97,17 @@ test_connect_loop() {
 	ip netns exec "$NSA" timeout 600 rping -s -P -a $IPA -p $PORT -V > "$LOG/srv" 2>&1 &
 	srv=$!
 	sleep 2
-	for i in $(seq 100); do
+	for i in $(seq "$CM_CYCLES"); do
 		ip netns exec "$NSB" timeout 30 rping -c -a $IPA -p $PORT -C 1 -V -S 64 > "$LOG/cli" 2>&1 \
 			&& ok=$((ok + 1))
 	done
 	kill $srv 2>/dev/null
 	wait $srv 2>/dev/null
-	[ $ok -eq 100 ] || { sed 's/^/#   cli: /' "$LOG/cli" | tail -10; fail "$ok of 100 connections succeeded"; return; }
+	[ $ok -eq "$CM_CYCLES" ] || { sed 's/^/#   cli: /' "$LOG/cli" | tail -10; fail "$ok of $CM_CYCLES connections succeeded"; return; }
 	# The server's QPs go with its process; wait for the devices to be idle.
 	busywait 20000 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c 'type RC') -eq 0 ]" \
 		|| { rdma resource show qp | sed 's/^/#   /' | head; fail "RC QPs left over"; return; }
-	ktap_print_msg "100 connect/ping/disconnect cycles; $(rdma resource show qp | wc -l) QP(s) left (the GSI QPs)"
+	ktap_print_msg "$CM_CYCLES connect/ping/disconnect cycles; $(rdma resource show qp | wc -l) QP(s) left (the GSI QPs)"
 	return $KSFT_PASS
 }
 
@@ -143,7 +145,7 @@ ktap_test "ucmatose: 4 RC connections, 20 messages each" test_ucmatose
 ktap_test "udaddy: 2 UD endpoints, 20 datagrams each" test_udaddy
 ktap_test "ib_write_bw -R (rdma_cm)" clocked test_perftest_cm ib_write_bw -s 65536 -n 50
 ktap_test "ib_send_lat -R (rdma_cm)" clocked test_perftest_cm ib_send_lat -s 64 -n 100
-ktap_test "100 rdma_cm connects and disconnects (rping -P server)" test_connect_loop
+ktap_test "$CM_CYCLES rdma_cm connects and disconnects (rping -P server)" test_connect_loop
 ktap_test "rdma_cm to addresses without a device: clear errors, no hang" test_no_device
 ktap_test "rping after all of it (devices still healthy)" test_rping
 ktap_finished

@@ -16,8 +16,10 @@ n=0 pass=0 fail=0 skip=0
 for prog in "${TEST_PROGS[@]}"; do
 	n=$((n + 1))
 	echo "# selftests: metaroce: $prog"
+	start=$SECONDS
 	timeout "${TIMEOUT:-600}" ./"$prog" 2>&1 | sed 's/^/  /'
 	rc=${PIPESTATUS[0]}
+	echo "# selftests: metaroce: $prog took $((SECONDS - start)) s"
 	case $rc in
 	0) echo "ok $n selftests: metaroce: $prog"; pass=$((pass + 1));;
 	4) echo "ok $n selftests: metaroce: $prog # SKIP"; skip=$((skip + 1));;

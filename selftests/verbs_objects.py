@@ -723,16 +723,13 @@ def fill_to_limit(make, limit, what):
 
 
 def case_limits(dev):
-    """Two kinds with the smallest limits (the count is the same code for all six)."""
+    """The kind with the smallest limit, CQs (the count is the same code, rdma::quota,
+    for all six; SRQs too, 16384 more objects, took another 160 s under TCG)."""
     ctx = Context(name=dev)
     attr = ctx.query_device()
-    pd = PD(ctx)
     cqs = fill_to_limit(lambda: CQ(ctx, 1, None, None, 0), attr.max_cq, 'CQ')
-    srqs = fill_to_limit(lambda: SRQ(pd, SrqInitAttr(SrqAttr(max_wr=1, max_sge=1))),
-                         attr.max_srq, 'SRQ')
-    for o in srqs + cqs:
+    for o in cqs:
         o.close()
-    pd.close()
     ctx.close()
 
 
