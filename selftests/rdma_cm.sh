@@ -8,7 +8,7 @@
 # stands behind an address.
 #
 #   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe runs the same on rdma_rxe.
-#   CM_CYCLES=N connects and disconnects (default 30, 1.6 s each under TCG).
+#   CM_CYCLES=N connects and disconnects (default 30, 2-3 s each under TCG).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
