@@ -107,7 +107,9 @@ fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> R
     let d = Datagram { to, remote_qpn: ud.remote_qpn, remote_qkey: ud.remote_qkey, imm, solicited: w.send_flags & SEND_SOLICITED != 0, len };
     transmit(dev, qp, &d, |out| match &w.payload {
         Payload::Inline { len: n, data } => {
-            out.copy_from_slice(data.get(..*n).ok_or(WcStatus::LocLenErr)?);
+            // `len` is the inline length, so they match; a mismatch is an error, not a panic.
+            let data = data.get(..*n).filter(|d| d.len() == out.len()).ok_or(WcStatus::LocLenErr)?;
+            out.copy_from_slice(data);
             Ok(())
         }
         Payload::Sges(l) => gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr),
