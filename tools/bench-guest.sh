@@ -11,7 +11,7 @@
 # BENCH_DURATION=SECONDS sets the time per cell (default 4), BENCH_FILTER=REGEX runs only
 # the tests whose name matches (an extended regular expression), BENCH_COUNTERS=1 prints
 # the metaroce transport counters of both devices after each of its runs, BENCH_REPEAT=N
-# (default 3) runs every cell N times, metaroce and rxe alternating, so that the two
+# (default 5) runs every cell N times, metaroce and rxe alternating, so that the two
 # drivers of a pair run back to back (tools/bench reports medians), and
 # BENCH_IMPAIRED_REPEAT=N (default 5) does so for the rounds of impaired cells, whose
 # goal is a share of another cell and so takes the noise of two.
@@ -21,7 +21,7 @@
 QUICK=0
 [ "${1:-}" = --quick ] && QUICK=1
 DURATION=${BENCH_DURATION:-4}
-REPEAT=${BENCH_REPEAT:-3}
+REPEAT=${BENCH_REPEAT:-5}
 IMPAIRED_REPEAT=${BENCH_IMPAIRED_REPEAT:-5}
 [ $QUICK = 1 ] && DURATION=2 REPEAT=1 IMPAIRED_REPEAT=1
 
