@@ -4,7 +4,7 @@
 # rdma_cm on MetaRoCE devices, server in one namespace and client in the other: the
 # kernel's CM sends its MADs over QP1 (the GSI QP, UD datagrams on the wire). rping
 # with data validation, ucmatose (RC) and udaddy (UD), perftest over rdma_cm (-R),
-# $CM_CYCLES connects and disconnects, and the errors an application gets when no device
+# repeated connects and disconnects, and the errors an application gets when no device
 # stands behind an address.
 #
 #   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe runs the same on rdma_rxe.
@@ -89,7 +89,7 @@ test_perftest_cm() {
 	return $KSFT_PASS
 }
 
-# $CM_CYCLES connections one after the other to a persistent rping server, each with one
+# CM_CYCLES connections one after the other to a persistent rping server, each with one
 # validated ping; afterwards no QP but the GSI ones is left on the devices.
 test_connect_loop() {
 	local i ok=0 srv qps

@@ -7,5 +7,5 @@
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 [ -f metaroce.ko ] || { echo "selftests: build the module first (make)" >&2; exit 1; }
-# The whole run takes about 2,200 s on these machines (2 cores, TCG); CI allows 90 min.
+# The whole run takes 1,400 to 2,200 s on these machines (2 cores, TCG); CI allows 90 min.
 tools/vm-run --kmemleak -t "${SELFTESTS_TIMEOUT:-4200}" "selftests/run_tests.sh $*"

@@ -723,8 +723,8 @@ def fill_to_limit(make, limit, what):
 
 
 def case_limits(dev):
-    """The kind with the smallest limit, CQs (the count is the same code, rdma::quota,
-    for all six; SRQs too, 16384 more objects, took another 160 s under TCG)."""
+    """One kind, CQs, up to its limit: the count is the same code (rdma::quota) for all
+    six kinds; SRQs as well, 16384 more objects, took another 160 s under TCG."""
     ctx = Context(name=dev)
     attr = ctx.query_device()
     cqs = fill_to_limit(lambda: CQ(ctx, 1, None, None, 0), attr.max_cq, 'CQ')

@@ -36,7 +36,7 @@ test_srq() { vo srq mroce0 mroce1; }
 test_solicited() { vo solicited mroce0 mroce1; }
 test_qp_modify_live() { vo qp_modify_live mroce0 mroce1; }
 test_comm_est() { vo comm_est mroce0 mroce1; }
-# max_cq CQs take about three minutes under TCG with kmemleak.
+# max_cq CQs take one to three minutes under TCG with kmemleak.
 test_limits() {
 	py_run 400 "$VO" limits mroce0
 	[ $PY_RC -eq 0 ] || { fail "verbs_objects.py limits mroce0: exit $PY_RC"; return; }
