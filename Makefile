@@ -29,8 +29,12 @@ setup:
 kernel:
 	@scripts/build-kernel.sh >/dev/null
 
+# The cached kernel must be the one tools/vm-run will look for (issue 31).
+CHECK_KDIR = $(if $(KDIR),true,look=$$(scripts/build-kernel.sh --kdir) && \
+	{ [ "$$kdir" = "$$look" ] || { echo "error: kernel built in $$kdir, looked for in $$look" >&2; false; }; })
+
 modules:
-	@kdir=$$($(KDIR_CMD)) && $(MAKE) -C "$$kdir" M=$(CURDIR) $(CACHE_VARS) modules
+	@kdir=$$($(KDIR_CMD)) && $(CHECK_KDIR) && $(MAKE) -C "$$kdir" M=$(CURDIR) $(CACHE_VARS) modules
 
 demo: modules
 	@scripts/demo.sh

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: GPL-2.0
 # Build (once) the test kernel from Debian's linux-source with selftests/config merged
-# in, into $METAROCE_CACHE/kernel/<key>, where <key> hashes the source package version
-# and the config inputs. A warm run only prints the tree's path.
+# in, into $METAROCE_CACHE/kernel/<key>, where <key> hashes what the repository pins:
+# the kernel series, the recipe and the config inputs. It never depends on what the
+# machine has installed, so the path is the same before and after setup-host.sh (a
+# fresh machine builds the kernel under the key it later looks for;
+# scripts/check-cache-keys.sh tests this). The tree records the source package version
+# it was built from, and a changed package rebuilds it in place. A warm run only prints
+# the tree's path.
 #
 #   scripts/build-kernel.sh [--bench]          build if missing, print KDIR
 #   scripts/build-kernel.sh [--bench] --kdir   print KDIR without building (may not exist yet)
@@ -34,9 +39,9 @@ RECIPE=2
 src_version() {
 	dpkg-query -W -f='${Version}' "linux-source-$KERNEL_SERIES" 2>/dev/null || echo none
 }
-# The test kernel's key is the one it always had: a new flavour keeps its cache.
 kernel_key() {
-	{ src_version; echo "recipe $RECIPE"; cat "$FRAGMENT" "$TRIM"; } | sha256sum | cut -c1-16
+	{ echo "linux-source-$KERNEL_SERIES recipe $RECIPE"; cat "$FRAGMENT" "$TRIM"; } |
+		sha256sum | cut -c1-16
 }
 if [ $FLAVOUR = bench ]; then
 	KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-bench-$(kernel_key)
@@ -46,10 +51,16 @@ fi
 if [ "${1:-}" = --kdir ]; then echo "$KDIR"; exit 0; fi
 
 "$REPO_ROOT/scripts/setup-host.sh"
-if [ -f "$KDIR/.metaroce-complete" ]; then echo "$KDIR"; exit 0; fi
+ver=$(src_version)
+[ "$ver" != none ] || die "linux-source-$KERNEL_SERIES is not installed after setup"
+if [ -f "$KDIR/.metaroce-complete" ]; then
+	built=$(cat "$KDIR/.metaroce-source" 2>/dev/null || echo unknown)
+	if [ "$built" = "$ver" ]; then echo "$KDIR"; exit 0; fi
+	log "linux-source-$KERNEL_SERIES changed ($built -> $ver): rebuilding $KDIR"
+	rm -rf "$KDIR"
+fi
 export PATH=$VENV_DIR/bin:$PATH
 
-ver=$(src_version)
 SRC=$METAROCE_CACHE/src/linux-source-$KERNEL_SERIES-$ver
 if [ ! -f "$SRC/.unpacked" ]; then
 	log "unpacking linux-source-$KERNEL_SERIES $ver"
@@ -93,6 +104,7 @@ log "building kernel (cold build: expect ~15 min on 2 cores)"
 make -s O="$KDIR" "${KBUILD_VARS[@]}" -j"$(nproc)" bzImage modules
 end=$(date +%s)
 echo "$((end - start))" > "$KDIR/.metaroce-build-seconds"
+echo "$ver" > "$KDIR/.metaroce-source"
 touch "$KDIR/.metaroce-complete"
 log "kernel built in $((end - start)) s: $KDIR"
 echo "$KDIR"

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # `make check`: every test of the project, bottom layer first, with one summary.
-#   1. layering lint: no `unsafe` and no `bindings::` in the driver crate
+#   1. lints: no `unsafe` and no `bindings::` in the driver crate, spec IDs, cache
+#      paths that do not depend on what is installed
 #   2. the protocol core's and simulator's cargo tests (unit, property, simulation),
 #      then every fuzz target for a short while from the committed seeds
 #   3. metaroce.ko builds against the test kernel (warning-free)
@@ -36,6 +37,7 @@ lint_layers() {
 
 run_step "layering lint (drivers/ is safe Rust)" lint_layers
 run_step "spec IDs unique and tracked" Documentation/metaroce/spec-ids.sh
+run_step "cache paths independent of what is installed" scripts/check-cache-keys.sh
 run_step "cargo test (protocol core, simulator)" cargo test --workspace --quiet
 run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20
 if run_step "build metaroce.ko" make --no-print-directory modules; then
