@@ -22,6 +22,15 @@ use crate::wire::{AckBlock, AckHeader, Header, Nak, NakCode, Packet, PacketType}
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     pub(crate) fn on_ack(&mut self, now: Instant, pkt: &Packet<'_>) -> Result<(), RxDrop> {
         let a = pkt.ack().map_err(RxDrop::Malformed)?;
+        // Every block before any takes effect: an ACK that reports a PSN this
+        // side never sent is forged or corrupt, and is dropped whole.
+        //= Documentation/metaroce/spec.rst#loss-detection
+        for i in 0..usize::from(a.count) {
+            let b = pkt.ack_block(i).map_err(RxDrop::Malformed)?;
+            if !self.ack_block_sent(&b) {
+                return Err(RxDrop::OutOfWindow);
+            }
+        }
         self.peer_hint_bps = u64::from(a.rate_hint).saturating_mul(RATE_HINT_UNIT_BPS);
         let delay = u64::from(a.ack_delay).saturating_mul(ACK_DELAY_UNIT_NS);
         for i in 0..usize::from(a.count) {
@@ -33,6 +42,26 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         Ok(())
     }
 
+    /// Whether block `b` reports only PSNs that were sent on its path: its
+    /// cumulative PSN is not beyond the path's next PSN, and no SACK bit stands
+    /// for a PSN at or beyond it. Blocks of paths not configured are ignored
+    /// ([`on_ack`](Self::on_ack)), so they pass.
+    fn ack_block_sent(&self, b: &AckBlock) -> bool {
+        let pi = usize::from(b.path);
+        let Some(p) = self.paths.get(pi).filter(|_| pi < usize::from(self.cfg.paths)) else { return true };
+        let (_, next) = p.inflight.range();
+        let room = seq_diff(next, b.cum_psn);
+        if room < 0 {
+            return false;
+        }
+        // Bit `i` stands for `cum_psn + i`: the bits from `room` on must be clear.
+        let room = room as u32;
+        (0u32..SACK_BYTES as u32).zip(b.sack.iter()).all(|(k, &byte)| {
+            let lo = k.wrapping_mul(8);
+            lo.wrapping_add(8) <= room || byte.checked_shr(room.saturating_sub(lo)).unwrap_or(0) == 0
+        })
+    }
+
     fn on_ack_block(&mut self, now: Instant, b: &AckBlock, ack_delay: u64) {
         let pi = usize::from(b.path);
         let (una, next) = match self.paths.get(pi) {
@@ -40,7 +69,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             None => return,
         };
         // Newly acknowledged packets, and the largest acknowledged PSN. Only
-        // PSNs below the cumulative point and set bits are visited.
+        // PSNs in flight below the cumulative point and set bits are visited
+        // ([`ack_block_sent`](Self::ack_block_sent) checked that the block
+        // reports nothing at or beyond `next`).
         let mut largest: Option<u32> = None;
         let mut newest: Option<Sent> = None;
         let mut acked_bytes = 0u32;
@@ -109,7 +140,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.undo_spurious_timeouts(dups as u32, now);
         }
         // A path is FIFO: an unacknowledged packet far enough below the largest
-        // acknowledged one is lost, not late.
+        // acknowledged one is lost, not late. Only PSNs in flight are visited,
+        // whatever the block says.
         //= Documentation/metaroce/spec.rst#sack-loss
         if let Some(largest) = largest {
             let mut lost_bytes = 0u32;
@@ -117,7 +149,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.loss_detections = self.loss_detections.wrapping_add(1);
             let paths = self.cfg.paths;
             let Some(p) = self.paths.get_mut(pi) else { return };
-            while seq_diff(largest, psn) >= thresh as i32 {
+            while psn != next && seq_diff(largest, psn) >= thresh as i32 {
                 if let Some(s) = p.inflight.mark_lost(psn) {
                     lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
                     p.stats.lost = p.stats.lost.saturating_add(1);

@@ -30,7 +30,8 @@ pub enum RxDrop {
     WrongConnection,
     /// The connection is closed.
     Closed,
-    /// Path id or PSN outside the accepted window.
+    /// Path id or PSN outside the accepted window: a data packet's, or an ACK
+    /// block's that reports PSNs never sent.
     OutOfWindow,
     /// Protocol violation by the peer (inconsistent fields).
     Invalid,

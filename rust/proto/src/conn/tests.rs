@@ -1062,3 +1062,91 @@ fn packet_for_no_qp_is_counted_by_reason() {
         assert_eq!((s.rx_dropped, s.rx_out_of_window, s.rx_no_qp), (1, 0, 1));
     });
 }
+
+/// A packet in the name of connection `from` to its peer (both ids right), as an
+/// attacker who knows them would forge it.
+fn forge(n: &Net, from: usize, repr: impl FnOnce(Header) -> PacketRepr) -> Vec<u8> {
+    let h = Header { src_conn: n.c[from].cfg.local_conn_id, dst_conn: n.c[1 - from].cfg.local_conn_id, ..Default::default() };
+    let mut buf = [0u8; MIN_TRANSMIT_BUF];
+    let len = repr(h).emit(&mut buf).unwrap();
+    buf[..len].to_vec()
+}
+
+/// An ACK from `from` with `count` blocks for path 0, each with `cum_psn` and
+/// the SACK bits `bits` (relative to `cum_psn`) set.
+fn forged_ack(n: &Net, from: usize, count: u8, cum_psn: u32, bits: &[u32]) -> Vec<u8> {
+    let mut sack = [0u8; crate::constants::SACK_BYTES];
+    for &b in bits {
+        sack[b as usize / 8] |= 1 << (b % 8);
+    }
+    let block = crate::wire::AckBlock { path: 0, dup_count: 0, ce_count: 0, cum_psn, sack };
+    let ack = crate::wire::AckRepr { count, blocks: [block; crate::constants::MAX_ACK_BLOCKS], ..Default::default() };
+    forge(n, from, |header| PacketRepr::Ack { header, ack })
+}
+
+/// An ACK block that reports PSNs the sender never sent (a `cum_psn` beyond
+/// the path's next PSN, or SACK bits there) is dropped without effect, and
+/// quickly: ACK processing visits only the PSNs in flight and the block's
+/// bits, never the distance to a forged `cum_psn` (2^31 PSNs per block took
+/// seconds in the receive softirq). A stale block (`cum_psn` before `una`) is
+/// harmless and still accepted. Genuine ACKs work afterwards. The path's PSNs
+/// wrap through 0 here.
+// spec: MR-SACK-13, MR-SACK-22
+#[test]
+fn ack_for_psns_never_sent_is_dropped_quickly() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        let first = u32::MAX - 1;
+        n.c[0].paths[0].inflight = Inflight::new(first);
+        n.c[0].paths[0].peer_cum = first;
+        n.c[1].rx_paths[0].window = SackWindow::new(first);
+        n.c[0].post_send(qp, write(1, 4 * 1024, 5)).unwrap();
+        let data = n.out(0);
+        let (una, next) = n.c[0].paths[0].inflight.range();
+        assert_eq!((una, next, data.len()), (first, 2, 4));
+        let start = std::time::Instant::now();
+        // One block 2^31 - 1 beyond una first: the CPU lockup of issue 39.
+        let forged = [
+            (1, una.wrapping_add(0x7fff_ffff), &[][..]),
+            (16, una.wrapping_add(0x7fff_ffff), &[]),
+            (16, next.wrapping_add(1), &[]),
+            (16, next.wrapping_add(255), &[0, 255]),
+            (16, una.wrapping_add(0x8000_0000), &[]),
+            (16, next.wrapping_add(0x7fff_fffe), &[]),
+            (16, u32::MAX.wrapping_add(0x7fff_ffff), &[]),
+            // Half the PSN space away from next: as far behind as beyond.
+            (16, next.wrapping_sub(0x8000_0000), &[]),
+            // Within what was sent, but SACK bits for PSNs at and beyond next.
+            (16, una, &[4]),
+            (16, next, &[0]),
+            (16, una, &[1, 255]),
+        ];
+        for (i, &(count, cum, bits)) in forged.iter().enumerate() {
+            let ack = forged_ack(&n, 1, count, cum, bits);
+            let t = std::time::Instant::now();
+            let r = n.c[0].handle_datagram(n.now, false, &ack, &mut n.mem[0]);
+            let took = t.elapsed();
+            assert!(took < std::time::Duration::from_millis(500), "case {i}: cum {cum:#x} took {took:?}");
+            assert_eq!(r, Err(RxDrop::OutOfWindow), "case {i}: cum {cum:#x}");
+            let p = &n.c[0].paths[0];
+            assert_eq!((p.inflight.range(), p.inflight.in_flight, p.inflight.lost), ((una, next), 4, 0), "case {i}");
+            assert_eq!(p.peer_cum, first);
+            assert_eq!(n.c[0].stats().rx_out_of_window, i as u64 + 1);
+        }
+        // Stale blocks (reordered ACKs) acknowledge nothing and are not drops.
+        for cum in [una.wrapping_sub(1), una.wrapping_sub(1000), next.wrapping_sub(0x7fff_ffff)] {
+            let ack = forged_ack(&n, 1, 16, cum, &[]);
+            assert_eq!(n.c[0].handle_datagram(n.now, false, &ack, &mut n.mem[0]), Ok(()));
+            assert_eq!(n.c[0].paths[0].inflight.in_flight, 4);
+        }
+        assert!(start.elapsed() < std::time::Duration::from_secs(2), "{:?}", start.elapsed());
+        assert_eq!(n.c[0].stats().rx_dropped, forged.len() as u64);
+        // The real packets and ACKs still work.
+        n.deliver(1, &data);
+        n.settle();
+        let c = n.completions(0);
+        assert_eq!((c.len(), c[0].status), (1, WcStatus::Success));
+        assert_eq!(n.c[0].paths[0].inflight.range(), (next, next));
+        assert_eq!(n.c[0].stats().rx_dropped, forged.len() as u64);
+    });
+}
