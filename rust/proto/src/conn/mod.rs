@@ -107,8 +107,8 @@ pub struct Stats {
     pub rx_packets: u64,
     /// Datagrams dropped as malformed, misaddressed or out of window.
     pub rx_dropped: u64,
-    /// Of those, data packets whose PSN lay outside the path's window, and
-    /// ACKs that report PSNs this side never sent
+    /// Of those, data packets whose PSN lay outside the path's window, ACKs
+    /// that report PSNs this side never sent, and `PATH_FLOOR`s too far ahead
     /// ([`RxDrop::OutOfWindow`](crate::RxDrop::OutOfWindow)).
     pub rx_out_of_window: u64,
     /// Of those, data packets for no bound QP or a QP in error

@@ -30,8 +30,8 @@ pub enum RxDrop {
     WrongConnection,
     /// The connection is closed.
     Closed,
-    /// Path id or PSN outside the accepted window: a data packet's, or an ACK
-    /// block's that reports PSNs never sent.
+    /// Path id or PSN outside the accepted window: a data packet's, an ACK
+    /// block's that reports PSNs never sent, or a `PATH_FLOOR`'s too far ahead.
     OutOfWindow,
     /// Protocol violation by the peer (inconsistent fields).
     Invalid,
@@ -152,16 +152,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     }
                     ControlCode::PathFloor => {
                         // The peer resolved every PSN of its path before
-                        // `value`: skip the holes there and say so.
+                        // `value`: skip the holes there and say so. A floor as
+                        // far ahead as a data packet could not be is forged or
+                        // corrupt; one behind the cumulative PSN changes nothing.
                         //= Documentation/metaroce/spec.rst#path-floor
                         let rp = self.rx_paths.get_mut(usize::from(c.path)).ok_or(RxDrop::OutOfWindow)?;
-                        if rp.window.advance_to(c.value) {
-                            rp.report = 2;
+                        let d = seq_diff(c.value, rp.window.base());
+                        if d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW {
+                            return Err(RxDrop::OutOfWindow);
                         }
-                        if rp.report > 0 {
-                            self.ack_now = true;
-                            self.ack_pending = self.ack_pending.max(1);
-                        }
+                        rp.report = if rp.window.advance_to(c.value) { 2 } else { rp.report.max(1) };
+                        self.ack_now = true;
+                        self.ack_pending = self.ack_pending.max(1);
                     }
                     ControlCode::Close => {
                         if self.state != ConnState::Closed {

@@ -362,7 +362,7 @@ fn path_floor_clears_abandoned_holes() {
     });
 }
 
-// spec: MR-PATH-10, MR-SACK-19
+// spec: MR-PATH-10, MR-PATH-11, MR-SACK-19
 #[test]
 fn sender_far_beyond_receiver_window_recovers() {
     big(|| {
@@ -375,7 +375,9 @@ fn sender_far_beyond_receiver_window_recovers() {
         let mut us = 0;
         loop {
             n.settle();
-            if !n.completions(0).is_empty() {
+            let c = n.completions(0);
+            if !c.is_empty() {
+                assert_eq!(c[0].status, WcStatus::Success);
                 break;
             }
             us += 100;
@@ -383,6 +385,9 @@ fn sender_far_beyond_receiver_window_recovers() {
             n.at(us);
         }
         assert!(seq_diff_u(n.c[1].rx_paths[0].window.base(), start) > 0);
+        // In steps of less than 512: the receiver refuses a floor further ahead.
+        assert!(n.c[0].stats().tx_floors >= 2);
+        assert_eq!(n.c[1].stats().rx_dropped, 0);
     });
 }
 
@@ -1148,5 +1153,49 @@ fn ack_for_psns_never_sent_is_dropped_quickly() {
         assert_eq!((c.len(), c[0].status), (1, WcStatus::Success));
         assert_eq!(n.c[0].paths[0].inflight.range(), (next, next));
         assert_eq!(n.c[0].stats().rx_dropped, forged.len() as u64);
+    });
+}
+
+/// A forged PATH_FLOOR cannot throw a receive path's cumulative PSN far ahead
+/// (after which every real PSN would be out of window and the QPs would end
+/// in RETRY_EXC_ERR): a floor 512 or more beyond it is dropped and counted, and
+/// one behind it changes nothing (but is acknowledged). Data flows afterwards.
+// spec: MR-SACK-19, MR-SACK-23
+#[test]
+fn path_floor_far_ahead_is_refused() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(2);
+        let base = n.c[1].rx_paths[0].window.base();
+        let floor = |n: &Net, value: u32| {
+            let control = crate::wire::Control { code: crate::wire::ControlCode::PathFloor, path: 0, value };
+            forge(n, 0, |header| PacketRepr::Control { header, control })
+        };
+        let far = [crate::constants::PSN_ACCEPT_WINDOW, 100_000, 0x7fff_ffff];
+        for (i, ahead) in far.iter().enumerate() {
+            let pkt = floor(&n, base.wrapping_add(*ahead));
+            assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow), "{ahead}");
+            assert_eq!(n.c[1].rx_paths[0].window.base(), base);
+            assert_eq!(n.c[1].stats().rx_out_of_window, i as u64 + 1);
+            assert!(n.out(1).is_empty(), "a refused floor is not answered");
+        }
+        // Behind the cumulative PSN: no change, but acknowledged at once.
+        for value in [base, base.wrapping_sub(1), base.wrapping_add(0x8000_0000)] {
+            let pkt = floor(&n, value);
+            assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Ok(()));
+            assert_eq!(n.c[1].rx_paths[0].window.base(), base);
+            let acks = n.out(1);
+            assert_eq!(acks.len(), 1, "a floor is acknowledged");
+            n.deliver(0, &acks);
+        }
+        assert_eq!(n.c[0].stats().rx_dropped, 0);
+        // Data still flows on both paths.
+        for id in 0..4 {
+            n.c[0].post_send(qp, write(id, 4096, 5)).unwrap();
+        }
+        n.settle();
+        let c = n.completions(0);
+        assert_eq!(c.len(), 4);
+        assert!(c.iter().all(|c| c.status == WcStatus::Success), "{c:?}");
+        assert_eq!(n.c[1].stats().rx_dropped, far.len() as u64);
     });
 }

@@ -14,7 +14,7 @@ use super::qp::QpState;
 use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, REASM_WINDOW};
+use crate::constants::{MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, PSN_ACCEPT_WINDOW, REASM_WINDOW};
 use crate::path::inflight::Chunk;
 use crate::psn::seq_diff;
 use crate::timer::Instant;
@@ -183,7 +183,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.ack_path = self.ack_path.wrapping_add(1);
         let p = self.paths.get_mut(i)?;
         p.floor_sent_at = Some(now);
-        let control = Control { code: ControlCode::PathFloor, path: i as u8, value: p.inflight.una() };
+        // The receiver takes a floor less than PSN_ACCEPT_WINDOW beyond the
+        // cumulative PSN it last reported: a receiver further behind (after a
+        // long blackhole) is brought up in steps, one per round trip.
+        let step = p.peer_cum.wrapping_add(PSN_ACCEPT_WINDOW.wrapping_sub(1));
+        let una = p.inflight.una();
+        let value = if seq_diff(una, step) > 0 { step } else { una };
+        let control = Control { code: ControlCode::PathFloor, path: i as u8, value };
         let len = PacketRepr::Control { header: self.unsequenced_header(), control }.emit(buf).ok()?;
         self.stats.tx_floors = self.stats.tx_floors.saturating_add(1);
         Some(self.control_transmit(len, via))
