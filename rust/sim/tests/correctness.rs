@@ -209,6 +209,27 @@ fn unknown_peer_ids_open_handshake_under_loss() {
     })
 }
 
+/// Both sides open at once with unknown peer ids, under loss, duplication and
+/// reordering: `OPEN` packets that arrive after the peer has shown that it
+/// knows our id are dropped (MR-CONN-13), and their data is sent again.
+/// spec: MR-CONN-5, MR-CONN-7, MR-CONN-13
+#[test]
+fn unknown_peer_ids_simultaneous_open_with_reordering() {
+    with_stack(|| {
+        for seed in 0..4 {
+            let f = Faults { loss: 0.02, dup: 0.02, jitter_ns: 20 * US, ..Default::default() };
+            let mut t = Transport::meta(4);
+            if let Transport::Meta(h) = &mut t {
+                h.known_peer_ids = false;
+            }
+            let mut w = build_world(faulty_pair(4, f), t, 1250 + seed);
+            w.add_flow(mixed_flow(0, 1, 16, 32 << 10, seed));
+            w.add_flow(mixed_flow(1, 0, 16, 32 << 10, seed + 100));
+            drive_ok(&mut w, &format!("simultaneous open seed {seed}"));
+        }
+    })
+}
+
 #[test]
 fn incast_sixteen_to_one() {
     with_stack(|| {

@@ -114,6 +114,10 @@ pub struct Stats {
     /// Of those, data packets for no bound QP or a QP in error
     /// ([`RxDrop::NoQp`](crate::RxDrop::NoQp)).
     pub rx_no_qp: u64,
+    /// Of those, datagrams whose connection ids do not match
+    /// ([`RxDrop::WrongConnection`](crate::RxDrop::WrongConnection)), among them
+    /// every one with `dst_conn` 0 once the peer has shown that it knows ours.
+    pub rx_wrong_conn: u64,
     /// Data packets whose segment was already received (still acknowledged).
     pub rx_duplicates: u64,
     /// Data packets refused with a NAK.
@@ -193,6 +197,9 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     cfg: Config,
     state: ConnState,
     peer_conn: u32,
+    /// A packet from the peer carried our id in `dst_conn`: packets with
+    /// `dst_conn` 0 are refused from then on.
+    peer_knows_us: bool,
     rng: Rng,
     cc: C,
     paths: [TxPath; MAX_PATHS],
@@ -298,6 +305,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             cfg,
             state: ConnState::Open,
             peer_conn: 0,
+            peer_knows_us: false,
             rng: Rng::new(seed),
             cc <- cc,
             paths <- init_array_from_fn(|_| TxPath::init(0, 0)),
@@ -341,6 +349,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             cfg: config.sanitized(),
             state: ConnState::Open,
             peer_conn: 0,
+            peer_knows_us: false,
             rng: Rng::new(seed),
             cc,
             paths: core::array::from_fn(|_| TxPath::blank()),
@@ -381,6 +390,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.cc = cc;
         self.state = ConnState::Open;
         self.peer_conn = 0;
+        self.peer_knows_us = false;
         self.rng = Rng::new(seed);
         for p in self.paths.iter_mut() {
             p.reset(0, 0, self.cfg.reorder_threshold);

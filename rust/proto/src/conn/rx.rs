@@ -105,6 +105,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             match e {
                 RxDrop::OutOfWindow => s.rx_out_of_window = s.rx_out_of_window.saturating_add(1),
                 RxDrop::NoQp => s.rx_no_qp = s.rx_no_qp.saturating_add(1),
+                RxDrop::WrongConnection => s.rx_wrong_conn = s.rx_wrong_conn.saturating_add(1),
                 _ => {}
             }
         }
@@ -124,8 +125,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     fn dispatch<M: Memory>(&mut self, now: Instant, ecn_ce: bool, buf: &[u8], tail: u32, mem: &mut M) -> Result<(), RxDrop> {
         let pkt = Packet::new_checked(buf).map_err(RxDrop::Malformed)?;
         let h = *pkt.header();
+        // `dst_conn` 0 with OPEN only until the peer has shown that it knows
+        // our id: from then on a spoofer needs both ids.
         //= Documentation/metaroce/spec.rst#connection-ids
-        if h.dst_conn != self.cfg.local_conn_id && !(h.dst_conn == 0 && h.flags.has(Flags::OPEN)) {
+        let to_us = h.dst_conn == self.cfg.local_conn_id;
+        let opening = h.dst_conn == 0 && h.flags.has(Flags::OPEN) && !self.peer_knows_us;
+        if !to_us && !opening {
             return Err(RxDrop::WrongConnection);
         }
         if self.peer_conn == 0 {
@@ -133,6 +138,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         } else if h.src_conn != self.peer_conn {
             return Err(RxDrop::WrongConnection);
         }
+        self.peer_knows_us |= to_us;
         if self.state == ConnState::Closed {
             return Err(RxDrop::Closed);
         }

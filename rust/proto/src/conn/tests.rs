@@ -1199,3 +1199,70 @@ fn path_floor_far_ahead_is_refused() {
         assert_eq!(n.c[1].stats().rx_dropped, far.len() as u64);
     });
 }
+/// Opens with both peer ids unknown, as the driver does: both sides send
+/// `OPEN` with `dst_conn` 0 at once (simultaneous open).
+fn open_unknown_peers(paths: u8) -> (Net, QpId, QpId) {
+    let mut n = Net::new(paths);
+    for (i, c) in n.c.iter_mut().enumerate() {
+        let mut cfg = *c.config();
+        cfg.local_conn_id = 0x11 * (i as u32 + 1);
+        cfg.peer_conn_id = 0;
+        c.reset(cfg, Aimd::new(cfg.aimd), t0(), i as u64 + 1);
+    }
+    let a = n.c[0].open_qp_psn(1, 2, 5, 9).unwrap();
+    let b = n.c[1].open_qp_psn(2, 1, 9, 5).unwrap();
+    (n, a, b)
+}
+
+/// Once the peer has shown that it knows our connection id (a packet with
+/// `dst_conn` = our id arrived from it), packets with `dst_conn` 0 are refused,
+/// `OPEN` or not: a spoofed `OPEN` CLOSE (or ACK, or data) needs both ids from
+/// then on. Connection setup itself is unharmed: both sides open at once, and
+/// an `OPEN` packet delayed past that point is dropped and its data sent again.
+// spec: MR-CONN-4, MR-CONN-5, MR-CONN-7, MR-CONN-13
+#[test]
+fn open_is_refused_once_the_peer_knows_our_id() {
+    big(|| {
+        let (mut n, a, b) = open_unknown_peers(2);
+        n.c[1].post_recv(b, 7, 4096).unwrap();
+        n.c[0].post_send(a, write(1, 4096, 5)).unwrap();
+        n.c[1].post_send(b, write(2, 1024, 5)).unwrap();
+        let from_a = n.out(0);
+        let from_b = n.out(1);
+        assert!(Iterator::chain(from_a.iter(), &from_b).all(|p| hdr(p).dst_conn == 0 && hdr(p).flags.has(Flags::OPEN)));
+        // One of a's first packets is held in the network.
+        let (held, from_a) = from_a.split_first().unwrap();
+        n.deliver(1, from_a);
+        n.deliver(0, &from_b);
+        assert_eq!((n.c[0].peer_conn_id(), n.c[1].peer_conn_id()), (0x22, 0x11));
+        // Each side now sends to the other's id; once those arrive, dst_conn 0 is refused.
+        n.c[0].post_send(a, WorkRequest { opcode: Opcode::Send, ..write(3, 100, 0) }).unwrap();
+        n.c[1].post_send(b, write(4, 100, 5)).unwrap();
+        let (x, y) = (n.out(0), n.out(1));
+        assert!(Iterator::chain(x.iter(), &y).all(|p| hdr(p).dst_conn != 0 && !hdr(p).flags.has(Flags::OPEN)));
+        n.deliver(1, &x);
+        n.deliver(0, &y);
+        let dropped = n.c[1].stats().rx_dropped;
+        assert_eq!(n.c[1].handle_datagram(n.now, false, held, &mut n.mem[1]), Err(RxDrop::WrongConnection));
+        // A spoofed CLOSE with OPEN and dst_conn 0, in a's name.
+        let close = crate::wire::Control { code: crate::wire::ControlCode::Close, path: 0, value: 1 };
+        let spoof = forge(&n, 0, |h| PacketRepr::Control { header: Header { dst_conn: 0, flags: Flags(Flags::OPEN), ..h }, control: close });
+        assert_eq!(n.c[1].handle_datagram(n.now, false, &spoof, &mut n.mem[1]), Err(RxDrop::WrongConnection));
+        assert_eq!(n.c[1].state(), ConnState::Open);
+        let spoof = forge(&n, 1, |h| PacketRepr::Control { header: Header { dst_conn: 0, flags: Flags(Flags::OPEN), ..h }, control: close });
+        assert_eq!(n.c[0].handle_datagram(n.now, false, &spoof, &mut n.mem[0]), Err(RxDrop::WrongConnection));
+        assert_eq!(n.c[0].state(), ConnState::Open);
+        assert_eq!(n.c[1].stats().rx_dropped, dropped + 2);
+        assert_eq!((n.c[0].stats().rx_wrong_conn, n.c[1].stats().rx_wrong_conn), (1, 2));
+        // The held packet's data is sent again: everything completes.
+        for ms in 1..=200 {
+            n.at(ms * 1000);
+            n.settle();
+        }
+        let mut done: Vec<_> = n.completions(0).iter().map(|c| (c.wr_id, c.status)).collect();
+        done.extend(n.completions(1).iter().map(|c| (c.wr_id, c.status)));
+        done.sort_by_key(|d| d.0);
+        let ok = WcStatus::Success;
+        assert_eq!(done, [(1, ok), (2, ok), (3, ok), (4, ok), (7, ok)], "{}", n.c[0].debug_state());
+    });
+}
