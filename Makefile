@@ -1,6 +1,9 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 #   make            build metaroce.ko (and, once, the test kernel it is built against)
+#   make install    build and install metaroce.ko for a host kernel (KDIR; default the
+#                   running kernel's build tree) into /lib/modules/<release>/extra
+#   make dkms       register the sources with DKMS (rebuilt for every new kernel)
 #   make demo       the main job: build, boot the VM, create devices, show them
 #   make check      everything: core tests, module build, VM selftests
 #   make sim        the deterministic simulator's results table
@@ -20,7 +23,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check test-core test-vm sim bench vm clean
+.PHONY: all modules setup kernel demo check test-core test-vm sim bench vm clean install dkms
 all: modules
 
 setup:
@@ -35,6 +38,12 @@ CHECK_KDIR = $(if $(KDIR),true,look=$$(scripts/build-kernel.sh --kdir) && \
 
 modules:
 	@kdir=$$($(KDIR_CMD)) && $(CHECK_KDIR) && $(MAKE) -C "$$kdir" M=$(CURDIR) $(CACHE_VARS) modules
+
+install:
+	@scripts/install-module.sh $(KDIR)
+
+dkms:
+	@scripts/dkms.sh add
 
 demo: modules
 	@scripts/demo.sh

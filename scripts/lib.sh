@@ -9,6 +9,8 @@ METAROCE_CACHE=${METAROCE_CACHE:-/opt/metaroce}
 TOOLS_DIR=$METAROCE_CACHE/tools
 VENV_DIR=$METAROCE_CACHE/venv
 KERNEL_SERIES=7.3
+# The module's version (DKMS, modinfo).
+METAROCE_VERSION=0.1.0
 LLVM_SUFFIX=-22
 REPO_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 

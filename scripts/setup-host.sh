@@ -25,6 +25,8 @@ APT_PKGS=(
 	busybox-static
 	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils python3-pyverbs
 	iproute2 iputils-ping ethtool procps psmisc
+	# host install (make install, make dkms) and the tracepoints' reader
+	dkms trace-cmd
 )
 
 APT_KEY="${APT_PKGS[*]} qemu-system-x86/bookworm-backports linux-source-$KERNEL_SERIES/trixie-backports"
