@@ -20,3 +20,4 @@
 
 #include "helpers.h"
 #include "net_helpers.h"
+#include "trace_helpers.h"

@@ -98,6 +98,17 @@ bool metaroce_current_is_user_task(void);
 /* linux/sched/clock.h: local_clock(), a static inline with some configurations. */
 u64 metaroce_local_clock(void);
 
+/*
+ * net/netlink.h: the RDMA_NLDEV_ATTR_DRIVER nest that a fill_res_*_entry callback
+ * puts its rdma_nl_put_driver_*() attributes in (NULL when the message is full),
+ * and its end or cancellation.
+ */
+struct sk_buff;
+struct nlattr;
+struct nlattr *metaroce_nla_nest_start_driver(struct sk_buff *msg);
+void metaroce_nla_nest_end(struct sk_buff *msg, struct nlattr *nest);
+void metaroce_nla_nest_cancel(struct sk_buff *msg, struct nlattr *nest);
+
 /* Build-time layout checks the Rust side relies on. */
 size_t metaroce_sizeof_ib_device(void);
 

@@ -15,6 +15,8 @@
 #include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
 #include <rdma/ib_verbs.h>
+#include <rdma/rdma_netlink.h>
+#include <net/netlink.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "../../include/metaroce/helpers.h"
@@ -322,4 +324,19 @@ bool metaroce_current_is_user_task(void)
 u64 metaroce_local_clock(void)
 {
 	return local_clock();
+}
+
+struct nlattr *metaroce_nla_nest_start_driver(struct sk_buff *msg)
+{
+	return nla_nest_start(msg, RDMA_NLDEV_ATTR_DRIVER);
+}
+
+void metaroce_nla_nest_end(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_end(msg, nest);
+}
+
+void metaroce_nla_nest_cancel(struct sk_buff *msg, struct nlattr *nest)
+{
+	nla_nest_cancel(msg, nest);
 }

@@ -19,6 +19,7 @@ use crate::{
     netdev::{NetDevice, NetDeviceId},
     qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
     quota::Quotas,
+    restrack::ResourceAttrs,
     srq::{self, Srq},
     table::Table,
     stats::{self, CounterDesc},
@@ -229,6 +230,12 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// `qp` is being destroyed: it is unlisted; the driver must stop using its rings and
     /// CQs before returning (they are detached right after). Process context.
     fn qp_destroying(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>) {}
+
+    /// Adds the driver's attributes of `qp` to the RDMA netlink resource view
+    /// (`rdma resource show qp -d`); none by default. Process context.
+    fn qp_resource(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>, _attrs: &mut ResourceAttrs<'_>) -> Result {
+        Ok(())
+    }
 }
 
 /// The verbs objects of a device, by number, for the transport to look up.
@@ -482,6 +489,7 @@ impl<T: Driver> Device<T> {
             create_qp: Some(qp::create_qp::<T>),
             modify_qp: Some(qp::modify_qp::<T>),
             query_qp: Some(qp::query_qp::<T>),
+            fill_res_qp_entry: Some(qp::fill_res_qp_entry::<T>),
             destroy_qp: Some(qp::destroy_qp::<T>),
             post_send: Some(qp::post_send::<T>),
             post_recv: Some(qp::post_recv::<T>),

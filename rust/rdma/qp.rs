@@ -1716,6 +1716,21 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
     })
 }
 
+/// `fill_res_qp_entry`: the driver's attributes of a QP for `rdma resource show qp -d`.
+pub(crate) unsafe extern "C" fn fill_res_qp_entry<T: Driver>(
+    msg: *mut bindings::sk_buff,
+    ibqp: *mut bindings::ib_qp,
+) -> kernel::ffi::c_int {
+    from_result(|| {
+        // SAFETY: ib_core passes a live QP of ours (it holds a restrack reference).
+        let (dev, qp) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?) };
+        // SAFETY: `msg` is the message being built, which only this callback writes
+        // meanwhile.
+        unsafe { crate::restrack::ResourceAttrs::fill(msg, |attrs| T::qp_resource(dev, &qp, attrs)) }?;
+        Ok(0)
+    })
+}
+
 pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
     ibqp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,

@@ -104,7 +104,7 @@ fn core_opcode(op: SendOpcode) -> Option<Opcode> {
     })
 }
 
-fn wc_status(s: CoreStatus) -> WcStatus {
+pub(crate) fn wc_status(s: CoreStatus) -> WcStatus {
     match s {
         CoreStatus::Success => WcStatus::Success,
         CoreStatus::LocLenErr => WcStatus::LocLenErr,
@@ -172,6 +172,12 @@ impl Bound {
     /// Send WQEs handed to the core and not completed yet.
     pub(crate) fn outstanding(&self) -> u64 {
         self.sq_seq - self.sq_done
+    }
+
+    /// Send and receive work requests taken from the rings and completed, in that
+    /// order (`rdma resource show qp -d`).
+    pub(crate) fn ring_counts(&self) -> [u64; 4] {
+        [self.sq_seq, self.sq_done, self.rq_seq, self.rq_done]
     }
 
     /// One line of state for the device's `conns` debugfs file.

@@ -13,6 +13,7 @@
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;
 use crate::memory::{attach_payload, gather_payload, QpMemory};
+use crate::trace;
 use core::{fmt, net::IpAddr};
 use kernel::{
     cpu::CpuId,
@@ -42,6 +43,7 @@ use rdma::{
     device::{Device, Registry},
     netdev::{NetDevice, NetDeviceId},
     qp::{Qp, QpEvent},
+    restrack::ResourceAttrs,
     skb::SkBuff,
     sync::SpinLockBh,
     udp::{Destination, Ecn, OwnedDatagram, RouteCache},
@@ -367,6 +369,28 @@ impl ConnCtx {
         Ok(())
     }
 
+    /// The attributes of the QP bound as `id` in `rdma resource show qp -d`: its
+    /// connection and stream, its work requests, and the connection's counters.
+    pub(crate) fn write_resource(&self, id: QpId, attrs: &mut ResourceAttrs<'_>) -> Result {
+        let (peer, rings, stats) = {
+            let st = self.state.lock();
+            let rings = st.qps.get(id.index()).and_then(Option::as_ref).map(Bound::ring_counts);
+            (st.conn.peer_conn_id(), rings, *st.conn.stats())
+        };
+        let Some([sq_posted, sq_done, rq_posted, rq_done]) = rings else { return Ok(()) };
+        attrs.u32_hex(c"conn", self.local_id)?;
+        attrs.u32_hex(c"peer_conn", peer)?;
+        attrs.u32(c"stream", id.index() as u32)?;
+        attrs.u64(c"sq_taken", sq_posted)?;
+        attrs.u64(c"sq_done", sq_done)?;
+        attrs.u64(c"rq_taken", rq_posted)?;
+        attrs.u64(c"rq_done", rq_done)?;
+        attrs.u64(c"conn_tx_data", stats.tx_data)?;
+        attrs.u64(c"conn_tx_retransmits", stats.tx_retransmits)?;
+        attrs.u64(c"conn_timeouts", stats.timeouts)?;
+        attrs.u64(c"conn_rx_dropped", stats.rx_dropped)
+    }
+
     /// The protocol core's counters and the datagrams the inbox dropped.
     pub(crate) fn stats(&self) -> (Stats, u64, u64) {
         let st = self.state.lock();
@@ -538,11 +562,16 @@ impl ConnCtx {
             }
         }
         let received = rx.len();
+        let snapshot = trace::RunSnapshot::take(conn);
+        let id = conn.config().local_conn_id;
         for d in rx.iter() {
             let ce = d.info().ecn == Ecn::Ce;
             let paged = u32::try_from(d.paged_len()).unwrap_or(u32::MAX);
             let mut mem = QpMemory { dev, qps, rx: Some(d.skb()) };
-            let _ = conn.handle_datagram_split(now, ce, d.payload(), paged, &mut mem);
+            let r = conn.handle_datagram_split(now, ce, d.payload(), paged, &mut mem);
+            if let Some(p) = trace::packet(id, d.payload(), d.payload().len() + d.paged_len()) {
+                rdma::trace::packet_rx(&p, ce, trace::verdict(&r));
+            }
         }
         rx.clear();
         if conn.poll_timeout().is_some_and(|t| t <= now) {
@@ -564,10 +593,14 @@ impl ConnCtx {
             b.flush_rest();
             b.check_drained();
         }
+        if let Some(s) = snapshot {
+            s.report(conn);
+        }
         self.arm(st, now);
     }
 
     fn drain_events(&self, conn: &mut Conn, qps: &mut [Option<Bound>]) {
+        let id = conn.config().local_conn_id;
         while let Some(ev) = conn.poll_event() {
             match ev {
                 Event::Completion(c) => {
@@ -575,8 +608,9 @@ impl ConnCtx {
                         b.complete(&c);
                     }
                 }
-                Event::QpError { qp, .. } => {
+                Event::QpError { qp, status } => {
                     if let Some(b) = qps.get_mut(qp.index()).and_then(Option::as_mut) {
+                        rdma::trace::qp_error(id, b.qp.qpn(), crate::bound::wc_status(status) as u32);
                         b.qp.set_error();
                         b.failed = true;
                     }
@@ -589,7 +623,11 @@ impl ConnCtx {
                         });
                     }
                 }
-                Event::PathRetired { .. } | Event::Closed { .. } => {}
+                Event::PathRetired { path, new_port } => {
+                    let retired = conn.path_stats(usize::from(path)).map_or(0, |p| p.retired);
+                    rdma::trace::path_retired(id, path, new_port, retired);
+                }
+                Event::Closed { .. } => {}
             }
         }
     }
@@ -606,8 +644,11 @@ impl ConnCtx {
         routes: &mut [RouteCache],
     ) -> usize {
         let net = dev.data().net();
+        let id = conn.config().local_conn_id;
         let mut count = 0;
-        while let Some(t) = conn.poll_transmit(now, buf) {
+        loop {
+            let retransmits = conn.stats().tx_retransmits;
+            let Some(t) = conn.poll_transmit(now, buf) else { break };
             // A packet that cannot be built (no memory, or its local buffer went away
             // with a deregistered MR) is not sent and counts as `tx_errors`: nothing
             // goes out that is not the application's data, and the core retransmits
@@ -631,12 +672,16 @@ impl ConnCtx {
                 ecn: Ecn::Ect0,
             };
             let len = skb.len();
+            let traced = trace::packet(id, &buf[..t.len], len);
             let zero_copy = skb.paged_len() > 0;
             let sent = match routes.get_mut(usize::from(t.path)) {
                 Some(r) => net.tunnel().send_cached(netdev, &to, skb, r),
                 None => net.tunnel().send(netdev, &to, skb),
             };
             net.count_tx_paged(sent, len, zero_copy);
+            if let Some(p) = traced {
+                rdma::trace::packet_tx(&p, conn.stats().tx_retransmits != retransmits);
+            }
             count += 1;
         }
         count

@@ -16,6 +16,7 @@ use rdma::{
     device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
     netdev::NetDevice,
     qp::{ModifyQp, Qp, QpAttributes, QpInit, QpState, MAX_SGE as RING_MAX_SGE},
+    restrack::ResourceAttrs,
     stats::CounterDesc,
 };
 
@@ -174,5 +175,9 @@ impl Driver for MetaRoceDriver {
 
     fn qp_destroying(dev: &Device<Self>, qp: &Arc<Qp<Self>>) {
         qp::on_destroying(dev, qp)
+    }
+
+    fn qp_resource(_dev: &Device<Self>, qp: &Arc<Qp<Self>>, attrs: &mut ResourceAttrs<'_>) -> Result {
+        qp::resource(qp, attrs)
     }
 }

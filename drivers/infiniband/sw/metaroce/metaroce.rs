@@ -19,6 +19,7 @@ mod memory;
 mod net;
 mod netdev_events;
 mod qp;
+mod trace;
 mod ud;
 
 use kernel::{prelude::*, sync::Arc};

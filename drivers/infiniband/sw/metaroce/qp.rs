@@ -18,6 +18,7 @@ use kernel::{
 use rdma::{
     device::{Device, Mtu},
     qp::{mask, ModifyQp, Qp, QpAttributes, QpEvent, QpInit, QpState, QpType},
+    restrack::ResourceAttrs,
     sync::SpinLockBh,
 };
 
@@ -170,6 +171,15 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
         }
     }
     Ok(())
+}
+
+/// The QP's driver attributes in `rdma resource show qp -d` (bound RC QPs: its
+/// connection, stream and counters).
+pub(crate) fn resource(qp: &Qp<MetaRoceDriver>, attrs: &mut ResourceAttrs<'_>) -> Result {
+    match qp.data().binding() {
+        Some(b) => b.conn.write_resource(b.id, attrs),
+        None => Ok(()),
+    }
 }
 
 /// The QP is being destroyed: outstanding work is dropped without completions.
