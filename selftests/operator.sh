@@ -1,0 +1,125 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# What an operator of a host uses (Documentation/metaroce/driver.rst, "Deploying on
+# a host", "Tracepoints", "Troubleshooting"): `make install` puts the module where
+# `rdma link add ... type metaroce` loads it by its alias; the metaroce tracepoints
+# show a lossy transfer's packets, retransmissions and losses (read with trace-cmd);
+# `rdma resource show qp -d` shows each bound QP's connection, stream and counters.
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/perftest.sh"
+
+MROCE_TYPE=metaroce
+IPA=198.18.0.1
+IPB=198.18.0.2
+TO=120
+PORT=18900
+LOG=$(mktemp -d /tmp/operator.XXXXXX)
+TRACEFS=/sys/kernel/tracing
+MODDIR=/lib/modules/$(uname -r)
+OVERLAY=$(mktemp -d /tmp/operator-mods.XXXXXX)
+
+# unmount_overlay: lazily, as a module load may still hold the tree for a moment.
+unmount_overlay() {
+	mountpoint -q "$MODDIR" && umount -l "$MODDIR"
+	mountpoint -q "$OVERLAY/upper" && umount -l "$OVERLAY/upper"
+	return 0
+}
+
+cleanup() {
+	perftest_cleanup
+	[ -w $TRACEFS/events/metaroce/enable ] && echo 0 > $TRACEFS/events/metaroce/enable
+	unmount_overlay
+	rm -rf "$OVERLAY"
+}
+trap cleanup EXIT
+
+# The module tree of the guest is the host's kernel cache: installing goes into an
+# overlay, gone with the VM.
+test_install_loads_by_alias() {
+	mkdir -p "$OVERLAY/upper" "$OVERLAY/work"
+	mount -t tmpfs none "$OVERLAY/upper" && mkdir -p "$OVERLAY/upper/u" "$OVERLAY/upper/w" ||
+		{ fail "tmpfs"; return; }
+	mount -t overlay overlay -o "lowerdir=$MODDIR,upperdir=$OVERLAY/upper/u,workdir=$OVERLAY/upper/w" \
+		"$MODDIR" || { fail "overlay over $MODDIR"; return; }
+	local kdir
+	kdir=$("$REPO_ROOT/scripts/build-kernel.sh" --kdir)
+	(cd "$REPO_ROOT" && timeout 300 scripts/install-module.sh --no-build "$kdir") 2>&1 | sed 's/^/# /'
+	[ "${PIPESTATUS[0]}" = 0 ] || { fail "scripts/install-module.sh (make install)"; return; }
+	[ -f "$MODDIR/extra/metaroce.ko" ] || { fail "no $MODDIR/extra/metaroce.ko"; return; }
+	ktap_print_msg "modinfo: $(modinfo -F alias metaroce) from $(modinfo -n metaroce)"
+	modinfo -n metaroce | grep -q "/extra/metaroce.ko" || { fail "modinfo does not find the installed module"; return; }
+	unload_metaroce || { fail "rmmod"; return; }
+	modprobe -a ib_uverbs udp_tunnel ip6_udp_tunnel veth
+	setup_ns NSA || return 1
+	ip -n "$NSA" link add dum0 type dummy && ip -n "$NSA" link set dum0 up
+	ip netns exec "$NSA" rdma link add mroce9 type metaroce netdev dum0 ||
+		{ fail "rdma link add did not load the module"; return; }
+	lsmod | grep -q '^metaroce ' || { fail "metaroce not loaded"; return; }
+	rdma link del mroce9
+	cleanup_all_ns
+	rmmod metaroce || { fail "rmmod the installed module"; return; }
+	unmount_overlay
+	load_metaroce || { fail "insmod $METAROCE_KO again"; return; }
+	return $KSFT_PASS
+}
+
+# A 64 KiB ping-pong over a link that loses 3% of vethB's packets, traced.
+test_tracepoints_lossy_transfer() {
+	[ -d $TRACEFS/events/metaroce ] || { fail "no metaroce events in $TRACEFS"; return; }
+	command -v trace-cmd >/dev/null || { fail "trace-cmd is not installed"; return; }
+	perftest_setup || { fail "setup"; return; }
+	ip netns exec "$NSB" tc qdisc add dev vethB root netem loss 3% || { fail "netem"; return; }
+	trace-cmd start -e metaroce >/dev/null || { fail "trace-cmd start"; return; }
+	pair ibv_rc_pingpong -s 65536 -n 50 -c
+	local rc=$?
+	trace-cmd stop
+	trace-cmd extract -o "$LOG/trace.dat" >/dev/null 2>&1
+	trace-cmd reset >/dev/null 2>&1
+	[ $rc = 0 ] || return $rc
+	trace-cmd report -i "$LOG/trace.dat" 2>/dev/null > "$LOG/trace.txt"
+	local ev
+	for ev in packet_tx packet_rx; do
+		ktap_print_msg "metaroce_$ev: $(grep -c "metaroce_$ev:" "$LOG/trace.txt") events"
+	done
+	ktap_print_msg "excerpt (trace-cmd report):"
+	{ grep -m 4 'metaroce_packet_tx:.*WRITE\|metaroce_packet_tx:.*SEND' "$LOG/trace.txt"
+	  grep -m 2 'metaroce_packet_rx:.*ACK' "$LOG/trace.txt"
+	  grep -m 3 'retx=1' "$LOG/trace.txt"
+	  grep -m 3 'metaroce_loss:\|metaroce_rto:' "$LOG/trace.txt"
+	} | sed 's/^ */#   /'
+	grep -q 'metaroce_packet_tx:.* SEND .*retx=0' "$LOG/trace.txt" || { fail "no SEND sent"; return; }
+	grep -q 'metaroce_packet_rx:.* ACK .* ok' "$LOG/trace.txt" || { fail "no ACK received"; return; }
+	grep -q 'metaroce_packet_tx:.*retx=1' "$LOG/trace.txt" || { fail "no retransmission traced"; return; }
+	grep -q 'metaroce_loss:\|metaroce_rto:' "$LOG/trace.txt" || { fail "no loss or timeout traced"; return; }
+	return $KSFT_PASS
+}
+
+# `rdma resource show qp -d` while ib_write_bw runs.
+test_resource_show_qp() {
+	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
+	next_port
+	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 4 > "$LOG/srv" 2>&1 &
+	local srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ib_write_bw -d mroce1 -x "$GB" -p $PORT -D 4 $IPA > "$LOG/cli" 2>&1 &
+	local cli=$!
+	busywait 60000 sh -c "rdma resource show qp -d | grep -q 'link mroce1/1 .*sq_taken'"
+	rdma resource show qp -d > "$LOG/res.txt"
+	wait $cli; wait $srv
+	ktap_print_msg "rdma resource show qp -d:"
+	sed 's/^/#   /' "$LOG/res.txt"
+	grep 'link mroce1/1 ' "$LOG/res.txt" | grep -q 'type RC.*conn 0x[0-9a-f]* peer_conn 0x[0-9a-f]* stream [0-9]* sq_taken [0-9]*' ||
+		{ fail "no driver attributes for mroce1's RC QP"; return; }
+	return $KSFT_PASS
+}
+
+ktap_print_header
+ktap_set_plan 3
+load_metaroce || { ktap_print_msg "insmod failed"; exit $KSFT_FAIL; }
+mountpoint -q $TRACEFS || mount -t tracefs nodev $TRACEFS
+ktap_test "make install: rdma link add loads metaroce by its alias" test_install_loads_by_alias
+ktap_test "tracepoints: a lossy 64 KiB ping-pong's packets, retransmissions and losses (trace-cmd)" test_tracepoints_lossy_transfer
+ktap_test "rdma resource show qp -d: a bound QP's connection, stream and counters" test_resource_show_qp
+ktap_finished
