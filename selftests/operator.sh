@@ -5,7 +5,7 @@
 # a host", "Tracepoints", "Troubleshooting"): `make install` puts the module where
 # `rdma link add ... type metaroce` loads it by its alias; the metaroce tracepoints
 # show a lossy transfer's packets, retransmissions and losses (read with trace-cmd);
-# `rdma resource show qp -d` shows each bound QP's connection, stream and counters.
+# `rdma -dd resource show qp` shows each bound QP's connection, stream and counters.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -96,7 +96,7 @@ test_tracepoints_lossy_transfer() {
 	return $KSFT_PASS
 }
 
-# `rdma resource show qp -d` while ib_write_bw runs.
+# `rdma -dd resource show qp` (driver details) while ib_write_bw runs.
 test_resource_show_qp() {
 	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
 	next_port
@@ -105,12 +105,12 @@ test_resource_show_qp() {
 	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
 	ip netns exec "$NSB" timeout $TO ib_write_bw -d mroce1 -x "$GB" -p $PORT -D 4 $IPA > "$LOG/cli" 2>&1 &
 	local cli=$!
-	busywait 60000 sh -c "rdma resource show qp -d | grep -q 'link mroce1/1 .*sq_taken'"
-	rdma resource show qp -d > "$LOG/res.txt"
+	busywait 60000 sh -c "rdma -dd resource show qp | grep -q 'link mroce1/1 .*drv_sq_taken [1-9]'"
+	rdma -dd resource show qp > "$LOG/res.txt"
 	wait $cli; wait $srv
-	ktap_print_msg "rdma resource show qp -d:"
+	ktap_print_msg "rdma -dd resource show qp:"
 	sed 's/^/#   /' "$LOG/res.txt"
-	grep 'link mroce1/1 ' "$LOG/res.txt" | grep -q 'type RC.*conn 0x[0-9a-f]* peer_conn 0x[0-9a-f]* stream [0-9]* sq_taken [0-9]*' ||
+	grep 'link mroce1/1 ' "$LOG/res.txt" | grep -q 'type RC.*drv_conn 0x[0-9a-f]* drv_peer_conn 0x[0-9a-f]* drv_stream [0-9]* drv_sq_taken [1-9]' ||
 		{ fail "no driver attributes for mroce1's RC QP"; return; }
 	return $KSFT_PASS
 }
@@ -121,5 +121,5 @@ load_metaroce || { ktap_print_msg "insmod failed"; exit $KSFT_FAIL; }
 mountpoint -q $TRACEFS || mount -t tracefs nodev $TRACEFS
 ktap_test "make install: rdma link add loads metaroce by its alias" test_install_loads_by_alias
 ktap_test "tracepoints: a lossy 64 KiB ping-pong's packets, retransmissions and losses (trace-cmd)" test_tracepoints_lossy_transfer
-ktap_test "rdma resource show qp -d: a bound QP's connection, stream and counters" test_resource_show_qp
+ktap_test "rdma -dd resource show qp: a bound QP's connection, stream and counters" test_resource_show_qp
 ktap_finished

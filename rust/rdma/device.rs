@@ -232,7 +232,7 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn qp_destroying(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>) {}
 
     /// Adds the driver's attributes of `qp` to the RDMA netlink resource view
-    /// (`rdma resource show qp -d`); none by default. Process context.
+    /// (`rdma -dd resource show qp`); none by default. Process context.
     fn qp_resource(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>, _attrs: &mut ResourceAttrs<'_>) -> Result {
         Ok(())
     }

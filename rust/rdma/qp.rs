@@ -1716,7 +1716,7 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
     })
 }
 
-/// `fill_res_qp_entry`: the driver's attributes of a QP for `rdma resource show qp -d`.
+/// `fill_res_qp_entry`: the driver's attributes of a QP for `rdma -dd resource show qp`.
 pub(crate) unsafe extern "C" fn fill_res_qp_entry<T: Driver>(
     msg: *mut bindings::sk_buff,
     ibqp: *mut bindings::ib_qp,

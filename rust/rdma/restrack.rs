@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Driver attributes of a resource in the RDMA netlink resource view
-//! (`rdma resource show qp -d`).
+//! (`rdma -dd resource show qp`).
 //!
 //! C header: [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h)
 //! (`rdma_nl_put_driver_*`).

@@ -175,7 +175,7 @@ impl Bound {
     }
 
     /// Send and receive work requests taken from the rings and completed, in that
-    /// order (`rdma resource show qp -d`).
+    /// order (`rdma -dd resource show qp`).
     pub(crate) fn ring_counts(&self) -> [u64; 4] {
         [self.sq_seq, self.sq_done, self.rq_seq, self.rq_done]
     }

@@ -369,7 +369,7 @@ impl ConnCtx {
         Ok(())
     }
 
-    /// The attributes of the QP bound as `id` in `rdma resource show qp -d`: its
+    /// The attributes of the QP bound as `id` in `rdma -dd resource show qp`: its
     /// connection and stream, its work requests, and the connection's counters.
     pub(crate) fn write_resource(&self, id: QpId, attrs: &mut ResourceAttrs<'_>) -> Result {
         let (peer, rings, stats) = {

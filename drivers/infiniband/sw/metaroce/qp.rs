@@ -173,7 +173,7 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
     Ok(())
 }
 
-/// The QP's driver attributes in `rdma resource show qp -d` (bound RC QPs: its
+/// The QP's driver attributes in `rdma -dd resource show qp` (bound RC QPs: its
 /// connection, stream and counters).
 pub(crate) fn resource(qp: &Qp<MetaRoceDriver>, attrs: &mut ResourceAttrs<'_>) -> Result {
     match qp.data().binding() {
