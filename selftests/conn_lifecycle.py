@@ -5,7 +5,9 @@
 # per invocation, run by conn_lifecycle.sh in namespace A (mroce0 on vethA, 198.18.0.1;
 # mroce1 on vethB in namespace B, 198.18.0.2):
 #   conn_lifecycle.py CASE DEV_A DEV_B --ns-a NS --ns-b NS
-# Cases (driver.rst, "The transport"):
+# Cases (spec [MR-SEC-7]; driver.rst, "The transport"):
+#   wrong_peer     a CLOSE with the right connection ids from another address is
+#                  dropped (rx_wrong_peer): the QPs go on
 #   modify_race    two processes modify one QP at once (INIT->RTR against
 #                  RTR->RESET->INIT->RTR to another address): once destroyed, no
 #                  connection is left (no binding was leaked)
@@ -177,6 +179,30 @@ def recreate_peer():
     raise Fail(f'{ARGS.dev_b}: no IPv4 GID after it was created again')
 
 
+def case_wrong_peer():
+    a, b = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a, b)
+    exchange(a, b, 0x11)
+    cb = the_conn(ARGS.dev_b, ADDR['a'])
+    c0 = counters(ARGS.dev_b)
+    # A third address on A's side: the datagram comes from there.
+    subprocess.run(['ip', 'addr', 'add', '198.18.0.3/24', 'dev', 'vethA'], check=True)
+    try:
+        send_from(ARGS.ns_a, '198.18.0.3', ADDR['b'], control(CLOSE, cb['id'], cb['peer_id']))
+        time.sleep(0.5)
+    finally:
+        subprocess.run(['ip', 'addr', 'del', '198.18.0.3/24', 'dev', 'vethA'], check=True)
+    c1 = counters(ARGS.dev_b)
+    check(b.state() == e.IBV_QPS_RTS, f'{b.dev}: QP in {state_name(b.state())} after a CLOSE from 198.18.0.3')
+    check(delta(c0, c1, 'rx_wrong_peer') == 1, f'{b.dev}: rx_wrong_peer grew by {delta(c0, c1, "rx_wrong_peer")}, want 1')
+    exchange(a, b, 0x12)
+    print(f'a CLOSE with the connection ids from 198.18.0.3: dropped (rx_wrong_peer +1), QPs in RTS')
+    for x in (a, b):
+        x.close()
+    check_open(ARGS.dev_a, 0)
+    check_open(ARGS.dev_b, 0)
+
+
 def to_reset(x):
     x.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
 
@@ -235,7 +261,7 @@ def case_modify_race():
     check(not left, f'{ARGS.dev_a}: connections left after the QP was destroyed: {left}')
 
 
-CASES = {'modify_race': case_modify_race}
+CASES = {'wrong_peer': case_wrong_peer, 'modify_race': case_modify_race}
 
 
 def main():

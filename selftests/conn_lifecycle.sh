@@ -1,9 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# Concurrent modify_qp calls on one QP (conn_lifecycle.py): two processes, one
-# moving it INIT->RTR, the other RTR->RESET->INIT->RTR to another address; once the
-# QP is destroyed no connection is left (no binding was leaked).
+# How a MetaRoCE connection is reached and left (conn_lifecycle.py): datagrams with
+# the right connection ids from the wrong address are dropped (spec [MR-SEC-7]), and
+# concurrent modify_qp calls on one QP leave no binding behind once it is destroyed.
 
 . "$(dirname "$0")/lib.sh"
 
@@ -22,6 +22,7 @@ cl() {
 }
 
 CASES=(
+	"wrong_peer:a CLOSE with the right ids from another address is dropped (rx_wrong_peer)"
 	"modify_race:concurrent modify_qp on one QP leaves no binding behind"
 )
 

@@ -5,8 +5,9 @@
 //!
 //! A connection is created when the first QP to a peer enters RTR and goes away with
 //! the last QP bound to it. Received datagrams find their connection by the `dst_conn`
-//! of the common header, or, for a connection the peer is opening (`dst_conn == 0`,
-//! `OPEN`), by the source address. Nothing is created for unsolicited packets.
+//! of the common header and the source address, both of which must match, or, for a
+//! connection the peer is opening (`dst_conn == 0`, `OPEN`), by the source address
+//! alone. Nothing is created for unsolicited packets.
 
 use crate::conn::ConnCtx;
 use crate::device::MetaRoceDriver;
@@ -50,6 +51,8 @@ pub(crate) struct EngineCounters {
     pub(crate) rx_no_conn: Atomic<u64>,
     /// Datagrams without a valid MetaRoCE common header.
     pub(crate) rx_bad_header: Atomic<u64>,
+    /// Datagrams whose `dst_conn` names a connection of another peer address.
+    pub(crate) rx_wrong_peer: Atomic<u64>,
     /// UD datagrams sent.
     pub(crate) ud_tx: Atomic<u64>,
     /// UD datagrams delivered to a receive.
@@ -92,6 +95,7 @@ impl EngineCounters {
             qps_bound: Atomic::new(0),
             rx_no_conn: Atomic::new(0),
             rx_bad_header: Atomic::new(0),
+            rx_wrong_peer: Atomic::new(0),
             ud_tx: Atomic::new(0),
             ud_rx: Atomic::new(0),
             ud_rx_dropped: Atomic::new(0),
@@ -229,18 +233,24 @@ impl Engine {
             return;
         };
         let peer = rx.info().src.ip();
-        let found = self
-            .conns
-            .lock()
-            .iter()
-            .find(|c| {
-                if h.dst_conn != 0 {
-                    c.local_id == h.dst_conn
-                } else {
-                    c.peer == peer
+        // Spec [MR-SEC-7]: a connection id is only valid from the connection's peer.
+        let (found, wrong_peer) = {
+            let conns = self.conns.lock();
+            if h.dst_conn != 0 {
+                match conns.iter().find(|c| c.local_id == h.dst_conn) {
+                    Some(c) if c.peer == peer => (Some(c.clone()), false),
+                    Some(_) => (None, true),
+                    None => (None, false),
                 }
-            })
-            .cloned();
+            } else {
+                (conns.iter().find(|c| c.peer == peer).cloned(), false)
+            }
+        };
+        if wrong_peer {
+            self.stats.rx_wrong_peer.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
+        }
         match found {
             Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),
             None => {

@@ -41,7 +41,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
-const DEVICE_COUNTERS: usize = 18;
+const DEVICE_COUNTERS: usize = 19;
 /// Counters of the device's namespace, the last of [`HW_COUNTERS`].
 const NS_COUNTERS: usize = 3;
 
@@ -63,6 +63,7 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"qps_bound"),
     CounterDesc::new(c"rx_no_conn"),
     CounterDesc::new(c"rx_bad_header"),
+    CounterDesc::new(c"rx_wrong_peer"),
     // Unreliable datagrams (crate::ud).
     CounterDesc::new(c"ud_tx"),
     CounterDesc::new(c"ud_rx"),
@@ -297,6 +298,7 @@ impl DeviceNet {
             e.stats.qps_bound.load(Relaxed),
             e.stats.rx_no_conn.load(Relaxed),
             e.stats.rx_bad_header.load(Relaxed),
+            e.stats.rx_wrong_peer.load(Relaxed),
             e.stats.ud_tx.load(Relaxed),
             e.stats.ud_rx.load(Relaxed),
             e.stats.ud_rx_dropped.load(Relaxed),
