@@ -5,9 +5,17 @@
 # per invocation, run by conn_lifecycle.sh in namespace A (mroce0 on vethA, 198.18.0.1;
 # mroce1 on vethB in namespace B, 198.18.0.2):
 #   conn_lifecycle.py CASE DEV_A DEV_B --ns-a NS --ns-b NS
-# Cases (spec [MR-SEC-7]; driver.rst, "The transport"):
+# Cases (spec [MR-CONN-13], [MR-SEC-7]; driver.rst, "The transport"):
 #   wrong_peer     a CLOSE with the right connection ids from another address is
 #                  dropped (rx_wrong_peer): the QPs go on
+#   peer_close     a CLOSE from the peer closes the connection: its QPs are in ERR, a
+#                  new QP pair to that peer works, the old QPs destroy cleanly
+#   peer_restart   the peer's device is deleted and created again while our QPs to it
+#                  stay: a new QP pair works (the old connection found gone by probes)
+#   restart_hint   the same, the restarted peer sending first: its new connection id
+#                  makes ours probe it, find it gone and close before our QP binds
+#   forged_open    an OPEN with a new connection id from the peer's address, the peer
+#                  alive: the connection probes it, and stays
 #   modify_race    two processes modify one QP at once (INIT->RTR against
 #                  RTR->RESET->INIT->RTR to another address): once destroyed, no
 #                  connection is left (no binding was leaked)
@@ -203,6 +211,125 @@ def case_wrong_peer():
     check_open(ARGS.dev_b, 0)
 
 
+def case_peer_close():
+    a, b = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a, b)
+    exchange(a, b, 0x21)
+    cb = the_conn(ARGS.dev_b, ADDR['a'])
+    ca0, cb0 = counters(ARGS.dev_a), counters(ARGS.dev_b)
+    # One CLOSE, from the peer's address with the connection ids, to B only.
+    send_from(ARGS.ns_a, ADDR['a'], ADDR['b'], control(CLOSE, cb['id'], cb['peer_id']))
+    wait_state(b, e.IBV_QPS_ERR)
+    # A's connection still knows B's old id: its next QP, after a quiet second,
+    # probes it and finds it gone.
+    time.sleep(1.2)
+    a2, b2 = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a2, b2, 0x30000, 0x40000)
+    exchange(a2, b2, 0x22)
+    ca1, cb1 = counters(ARGS.dev_a), counters(ARGS.dev_b)
+    check(delta(cb0, cb1, 'conns_peer_closed') == 1, f'{b.dev}: conns_peer_closed grew by {delta(cb0, cb1, "conns_peer_closed")}')
+    print(f'after a CLOSE to {b.dev}: its QP in ERR, a new pair works; {a.dev}: '
+          f'conn_probes +{delta(ca0, ca1, "conn_probes")}, conns_peer_gone +{delta(ca0, ca1, "conns_peer_gone")}, '
+          f'old QP {state_name(a.state())}')
+    check(delta(ca0, ca1, 'conns_peer_gone') == 1, f'{a.dev}: conns_peer_gone grew by {delta(ca0, ca1, "conns_peer_gone")}')
+    check(a.state() == e.IBV_QPS_ERR, f'{a.dev}: old QP in {state_name(a.state())}, want ERR')
+    for x in (a, b):
+        x.close()
+    check_open(ARGS.dev_a, 1)
+    check_open(ARGS.dev_b, 1)
+    exchange(a2, b2, 0x23)
+    for x in (a2, b2):
+        x.close()
+    check_open(ARGS.dev_a, 0)
+    check_open(ARGS.dev_b, 0)
+
+
+def case_peer_restart():
+    a, b = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a, b)
+    exchange(a, b, 0x31)
+    ca0 = counters(ARGS.dev_a)
+    b.close()
+    recreate_peer()
+    time.sleep(1.2)
+    a2, b2 = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a2, b2, 0x50000, 0x60000)
+    exchange(a2, b2, 0x32)
+    ca1 = counters(ARGS.dev_a)
+    print(f'{ARGS.dev_b} created again: a new pair works; {a.dev}: conn_probes +{delta(ca0, ca1, "conn_probes")}, '
+          f'conns_peer_gone +{delta(ca0, ca1, "conns_peer_gone")}, old QP {state_name(a.state())}')
+    check(delta(ca0, ca1, 'conns_peer_gone') == 1, f'{a.dev}: conns_peer_gone grew by {delta(ca0, ca1, "conns_peer_gone")}')
+    check(a.state() == e.IBV_QPS_ERR, f'{a.dev}: old QP in {state_name(a.state())}, want ERR')
+    a.close()
+    check_open(ARGS.dev_a, 1)
+    exchange(a2, b2, 0x33)
+    for x in (a2, b2):
+        x.close()
+    check_open(ARGS.dev_a, 0)
+    check_open(ARGS.dev_b, 0)
+
+
+def case_restart_hint():
+    a, b = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a, b)
+    exchange(a, b, 0x41)
+    ca0 = counters(ARGS.dev_a)
+    b.close()
+    recreate_peer()
+    # The restarted side sends first, to a QP of ours that is not bound yet.
+    a2, b2 = End(ARGS.dev_a), End(ARGS.dev_b)
+    to_init(a2)
+    to_init(b2)
+    post_recv(a2, 1)
+    post_recv(b2, 1)
+    to_rtr(b2, a2, 0x70000)
+    to_rts(b2, 0x80000)
+    post_send(b2, 2, b'\x42' * MSG)
+    # Our old connection finds the peer gone and closes: the old QP goes to ERR.
+    wait_state(a, e.IBV_QPS_ERR)
+    wait_counter(ARGS.dev_a, 'conns_peer_gone', ca0.get('conns_peer_gone', 0) + 1)
+    to_rtr(a2, b2, 0x80000)
+    to_rts(a2, 0x70000)
+    post_send(a2, 2, b'\x43' * MSG)
+    for x, want in ((a2, b'\x42'), (b2, b'\x43')):
+        for wc in poll(x.cq, 2, 20.0, f'{x.dev}: first exchange'):
+            check(wc.status == e.IBV_WC_SUCCESS, f'{x.dev}: wr {wc.wr_id} completed with {status_name(wc.status)}')
+        check(x.mr.read(MSG, MSG) == want * MSG, f'{x.dev}: wrong data received')
+    ca1 = counters(ARGS.dev_a)
+    print(f'the restarted {ARGS.dev_b} sent first: {a.dev} probed (+{delta(ca0, ca1, "conn_probes")}), '
+          f'found it gone, the new pair works')
+    a.close()
+    exchange(a2, b2, 0x44)
+    for x in (a2, b2):
+        x.close()
+    check_open(ARGS.dev_a, 0)
+    check_open(ARGS.dev_b, 0)
+
+
+def case_forged_open():
+    a, b = End(ARGS.dev_a), End(ARGS.dev_b)
+    connect(a, b)
+    exchange(a, b, 0x51)
+    cb = the_conn(ARGS.dev_b, ADDR['a'])
+    time.sleep(0.3)
+    cb0 = counters(ARGS.dev_b)
+    fake = (cb['peer_id'] ^ 0x5a5a5a5a) or 1
+    send_from(ARGS.ns_a, ADDR['a'], ADDR['b'], control(OPEN, 0, fake, flags=FLAG_OPEN))
+    time.sleep(1.0)
+    cb1 = counters(ARGS.dev_b)
+    print(f'an OPEN with a new connection id from {ADDR["a"]}: conn_probes +{delta(cb0, cb1, "conn_probes")}, '
+          f'conns_peer_gone +{delta(cb0, cb1, "conns_peer_gone")}, QP {state_name(b.state())}')
+    check(delta(cb0, cb1, 'conn_probes') == 1, f'{b.dev}: conn_probes grew by {delta(cb0, cb1, "conn_probes")}, want 1')
+    check(delta(cb0, cb1, 'conns_peer_gone') == 0, f'{b.dev}: the connection was closed')
+    check(b.state() == e.IBV_QPS_RTS, f'{b.dev}: QP in {state_name(b.state())}')
+    check(the_conn(ARGS.dev_b, ADDR['a'])['id'] == cb['id'], f'{b.dev}: not the same connection')
+    exchange(a, b, 0x52)
+    for x in (a, b):
+        x.close()
+    check_open(ARGS.dev_a, 0)
+    check_open(ARGS.dev_b, 0)
+
+
 def to_reset(x):
     x.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
 
@@ -261,7 +388,8 @@ def case_modify_race():
     check(not left, f'{ARGS.dev_a}: connections left after the QP was destroyed: {left}')
 
 
-CASES = {'wrong_peer': case_wrong_peer, 'modify_race': case_modify_race}
+CASES = {'wrong_peer': case_wrong_peer, 'peer_close': case_peer_close, 'peer_restart': case_peer_restart,
+         'restart_hint': case_restart_hint, 'forged_open': case_forged_open, 'modify_race': case_modify_race}
 
 
 def main():

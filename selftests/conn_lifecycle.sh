@@ -1,9 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: GPL-2.0
 #
-# How a MetaRoCE connection is reached and left (conn_lifecycle.py): datagrams with
-# the right connection ids from the wrong address are dropped (spec [MR-SEC-7]), and
-# concurrent modify_qp calls on one QP leave no binding behind once it is destroyed.
+# How a MetaRoCE connection ends (conn_lifecycle.py): a CLOSE from the peer, a peer
+# whose device is created again (new connection ids) with or without sending first,
+# an OPEN that only claims a restart, datagrams with the right connection ids from
+# the wrong address, and concurrent modify_qp calls on one QP. Each time the QPs
+# that must go on go on, new QP pairs to the peer work, old QPs destroy cleanly and
+# no connection is left over (spec [MR-CONN-13], [MR-SEC-7]).
 
 . "$(dirname "$0")/lib.sh"
 
@@ -23,6 +26,10 @@ cl() {
 
 CASES=(
 	"wrong_peer:a CLOSE with the right ids from another address is dropped (rx_wrong_peer)"
+	"peer_close:after the peer's CLOSE a new QP pair works, old QPs in ERR destroy cleanly"
+	"peer_restart:the peer's device created again: a new QP pair works, the old connection found gone"
+	"restart_hint:the same, the restarted peer sending first: probed, found gone, then bound"
+	"forged_open:an OPEN claiming a restart of a live peer: probed, the connection stays"
 	"modify_race:concurrent modify_qp on one QP leaves no binding behind"
 )
 
