@@ -220,7 +220,9 @@ pub trait Driver: Sized + Send + Sync + 'static {
     }
 
     /// A `modify_qp` succeeded: the attributes are stored and the QP went from `from` to
-    /// `to` (which may be equal). Process context.
+    /// `to` (which may be equal). Process context; runs before the QP's next transition
+    /// and its [`Driver::qp_destroying`] (under the QP's `modify` mutex), which may not
+    /// start meanwhile.
     fn qp_modified(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>, _from: QpState, _to: QpState) {}
 
     /// User space rang the send doorbell of `qp` (its state is RTS or later): new WQEs
@@ -228,7 +230,8 @@ pub trait Driver: Sized + Send + Sync + 'static {
     fn send_doorbell(dev: &Device<Self>, qp: &Arc<Qp<Self>>) -> Result;
 
     /// `qp` is being destroyed: it is unlisted; the driver must stop using its rings and
-    /// CQs before returning (they are detached right after). Process context.
+    /// CQs before returning (they are detached right after). Process context, never
+    /// during [`Driver::qp_modified`].
     fn qp_destroying(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>) {}
 
     /// Adds the driver's attributes of `qp` to the RDMA netlink resource view

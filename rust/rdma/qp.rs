@@ -18,6 +18,12 @@
 //! ([`Driver::check_modify_qp`]), stores the attributes and reports the transition
 //! ([`Driver::qp_modified`]). [`Qp::flush_send_queue`] and [`Qp::flush_recv_queue`]
 //! complete every waiting work request with `IBV_WC_WR_FLUSH_ERR`.
+//!
+//! uverbs runs `modify_qp` under a shared lock of the QP's object, so two threads may
+//! modify one QP at once. Each QP's `modify` mutex serializes a transition with the
+//! driver's reaction to it ([`Driver::qp_modified`]), and both with
+//! [`Driver::qp_destroying`]: the driver sees the transitions one by one, in the order
+//! they were made, as its bindings need.
 
 use crate::{
     av::{AddressVector, IpAddress},
@@ -33,9 +39,9 @@ use crate::{
 use core::{mem::offset_of, ptr::NonNull};
 use kernel::{
     error::from_result,
-    new_spinlock_irq,
+    new_mutex, new_spinlock_irq,
     prelude::*,
-    sync::{Arc, SpinLockIrq},
+    sync::{Arc, Mutex, SpinLockIrq},
     transmute::AsBytes,
     types::Opaque,
 };
@@ -820,6 +826,10 @@ pub struct Qp<T: Driver> {
     rq: SpinLockIrq<Option<WorkQueue>>,
     #[pin]
     inner: SpinLockIrq<Inner>,
+    /// Held across a `modify_qp` (the transition and [`Driver::qp_modified`]) and
+    /// across [`Driver::qp_destroying`].
+    #[pin]
+    modify: Mutex<()>,
     data: T::Qp,
 }
 
@@ -1380,6 +1390,7 @@ impl QpParts {
                     attrs: QpAttributes::default(),
                     ib: Some(ib),
                 }, "metaroce_qp"),
+                modify <- new_mutex!((), "metaroce_qp_modify"),
                 data,
             }),
             GFP_KERNEL,
@@ -1686,6 +1697,9 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
             (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?, parse_modify(&*attr, m)?)
         };
         check_values(&req, &qp.caps)?;
+        // One transition at a time, each followed by the driver's reaction to it
+        // before the next one starts.
+        let _modify = qp.modify.lock();
         let from = {
             let mut inner = qp.inner.lock();
             let cur = if req.has(mask::CUR_STATE) { req.cur_state } else { inner.attrs.state };
@@ -1803,7 +1817,11 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
     dev.objects().quotas.qp.put();
     dev.objects().qps.remove(qp.qpn);
     // The driver stops its work on the QP; it may still hold references afterwards.
-    T::qp_destroying(dev, &qp);
+    // Not during a transition: the driver's reaction to it has finished.
+    {
+        let _modify = qp.modify.lock();
+        T::qp_destroying(dev, &qp);
+    }
     qp.inner.lock().ib = None;
     // Unmap the rings now, in process context, while the user context is live.
     let sq = qp.sq.lock().take();

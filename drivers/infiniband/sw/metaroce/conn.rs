@@ -9,6 +9,13 @@
 //! itself for a datagram its sender waits on, and the verbs that bind, fail or
 //! unbind a QP. Nothing in there sleeps. See
 //! Documentation/metaroce/design.rst, "The transport engine".
+//!
+//! A connection is *closed* when its peer sends CLOSE, or when the peer is gone: asked
+//! with probes (a CONTROL `OPEN` to its connection id, which a live peer answers
+//! with an ACK, spec [MR-CONN-8]) because it spoke with a new connection id or a QP
+//! binds after a quiet second, it answered none. A closed connection is out of its
+//! device's lookups (no datagram reaches it, no QP binds to it), its QPs are in the
+//! error state, and it goes with the last of them (spec [MR-CONN-14]).
 
 use crate::bound::Bound;
 use crate::device::MetaRoceDriver;
@@ -36,8 +43,9 @@ use kernel::{
 use metaroce_proto::{
     cc::Aimd,
     constants::{MIN_TRANSMIT_BUF, UDP_PORT},
-    Config, Connection, Event, Instant as CoreInstant, PostError, QpId, QpSlot, QpStore, ResponderError, Stats,
-    Transmit,
+    wire::{Control, ControlCode, Flags, Header, PacketRepr, PacketType},
+    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, PostError, QpId, QpSlot, QpStore,
+    ResponderError, Stats, Transmit,
 };
 use rdma::{
     device::{Device, Registry},
@@ -60,6 +68,18 @@ const MIN_TIMER_NS: u64 = 1_000;
 /// of two. Below it a copy costs less than the page references and the
 /// receiver's piecewise copy.
 const ZERO_COPY_MIN: usize = 1024;
+
+/// A peer not heard from for this long is probed before a QP binds to its connection:
+/// it may have restarted (spec [MR-CONN-14]).
+pub(crate) const QUIET_NS: u64 = 1_000_000_000;
+
+/// Probes of a peer, this far apart; the peer is gone when it answered none of
+/// [`PROBES`] by the time the next would go.
+const PROBE_INTERVAL_NS: u64 = 100_000_000;
+const PROBES: u8 = 3;
+
+/// How long [`ConnCtx::probe_and_wait`] waits for a verdict at most.
+const PROBE_WAIT_NS: u64 = (PROBES as u64 + 2) * PROBE_INTERVAL_NS;
 
 /// Counters of one connection's driver side.
 pub(crate) struct ConnCounters {
@@ -102,6 +122,15 @@ impl QpStore for QpSlots {
 /// A connection of the driver: the default controller, QP slots grown on demand.
 pub(crate) type Conn = Connection<Aimd, QpSlots>;
 
+/// A probe of the peer in progress ([`ConnCtx::watch_peer`]).
+#[derive(Clone, Copy)]
+struct Probe {
+    /// Probes sent.
+    sent: u8,
+    /// When the next goes, or the peer is found gone.
+    next_at: CoreInstant,
+}
+
 /// What only the serialized context touches.
 struct ConnState {
     conn: KBox<Conn>,
@@ -122,6 +151,10 @@ struct ConnState {
     clock: CoreInstant,
     /// Shut down: do nothing more.
     dead: bool,
+    /// Datagrams the core took from the peer so far (received, not dropped).
+    valid_rx: u64,
+    /// The probe of the peer in progress.
+    probe: Option<Probe>,
 }
 
 /// A connection and its execution context.
@@ -150,6 +183,16 @@ pub(crate) struct ConnCtx {
     /// A streaming doorbell found the connection running and left its QP's new WQEs
     /// to the next run ([`Self::doorbell`]).
     rung: Atomic<bool>,
+    /// Closed: by the peer's CLOSE, or the peer is gone. Out of the device's lookups.
+    closed: Atomic<bool>,
+    /// The peer's connection id, once learned (0 before).
+    peer_id: Atomic<u32>,
+    /// When a datagram of the peer last reached the core ([`rdma::clock::local_ns`]).
+    heard_at: Atomic<u64>,
+    /// A probe of the peer is asked for ([`Self::probe_peer`]).
+    probe_req: Atomic<bool>,
+    /// A probe of the peer is in progress.
+    probing: Atomic<bool>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
@@ -230,8 +273,12 @@ impl ConnCtx {
             armed: None,
             clock: CoreInstant::ZERO,
             dead: false,
+            valid_rx: 0,
+            probe: None,
         };
         let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?;
+        // As if the peer had just been heard from (`epoch` names the field inside).
+        let born = epoch;
         Arc::pin_init(
             pin_init!(Self {
                 local_id,
@@ -245,6 +292,11 @@ impl ConnCtx {
                 app_cpu: Atomic::new(NO_CPU),
                 in_stream: Atomic::new(false),
                 rung: Atomic::new(false),
+                closed: Atomic::new(false),
+                peer_id: Atomic::new(0),
+                heard_at: Atomic::new(born),
+                probe_req: Atomic::new(false),
+                probing: Atomic::new(false),
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
@@ -348,7 +400,7 @@ impl ConnCtx {
         writeln!(
             f,
             "conn {:#010x} to {} (peer {:#010x}): runs {}, in_stream={} app_cpu={}, inbox {}, \
-             timer {} at {:?} ns from now, next deadline {:?} ns, dead={}",
+             timer {} at {:?} ns from now, next deadline {:?} ns, dead={} closed={} probe={:?}",
             self.local_id,
             self.peer,
             st.conn.peer_conn_id(),
@@ -360,6 +412,8 @@ impl ConnCtx {
             ns(st.armed),
             ns(st.conn.poll_timeout()),
             st.dead,
+            self.is_closed(),
+            st.probe.map(|p| p.sent),
         )?;
         writeln!(f, "  core: in flight {} B, {}", st.conn.bytes_in_flight(), st.conn.debug_state())?;
         for b in st.qps.iter().flatten() {
@@ -421,6 +475,47 @@ impl ConnCtx {
         self.kick();
     }
 
+    /// Whether the connection is closed (by its peer, or the peer is gone): the device
+    /// routes no datagram to it and binds no QP to it.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.load(Relaxed)
+    }
+
+    /// The peer's connection id, 0 until learned.
+    pub(crate) fn peer_id(&self) -> u32 {
+        self.peer_id.load(Relaxed)
+    }
+
+    /// Nanoseconds since a datagram of the peer last reached the core.
+    pub(crate) fn quiet_ns(&self) -> u64 {
+        rdma::clock::local_ns().saturating_sub(self.heard_at.load(Relaxed))
+    }
+
+    /// Asks the connection to probe its peer, if it has not heard from it within a
+    /// probe interval (any context). A peer that answers none of the probes is gone:
+    /// the connection closes ([`Self::watch_peer`]).
+    pub(crate) fn probe_peer(self: &Arc<Self>) {
+        if self.is_closed() || self.probing.load(Relaxed) || self.quiet_ns() < PROBE_INTERVAL_NS {
+            return;
+        }
+        self.probe_req.store(true, Relaxed);
+        self.kick();
+    }
+
+    /// Probes the peer now and waits for the verdict (process context, sleeps up to
+    /// half a second): `true` if the peer is gone and the connection closed.
+    pub(crate) fn probe_and_wait(self: &Arc<Self>, dev: &Device<MetaRoceDriver>) -> bool {
+        self.probe_req.store(true, Relaxed);
+        self.drive(dev, &mut self.state.lock());
+        let start = rdma::clock::local_ns();
+        while (self.probe_req.load(Relaxed) || self.probing.load(Relaxed))
+            && rdma::clock::local_ns().saturating_sub(start) < PROBE_WAIT_NS
+        {
+            kernel::time::delay::fsleep(Delta::from_millis(5));
+        }
+        self.is_closed()
+    }
+
     /// Binds `qp` (entering RTR) as a stream to the peer's `dest_qpn`.
     pub(crate) fn bind(
         self: &Arc<Self>,
@@ -437,6 +532,10 @@ impl ConnCtx {
         let mut st = self.state.lock();
         if st.dead {
             return Err(ENOTCONN);
+        }
+        // Closed since the engine found it: the engine opens a new one.
+        if self.is_closed() || st.conn.state() != CoreState::Open {
+            return Err(ECONNRESET);
         }
         let id = match st.conn.open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn) {
             Err(PostError::TooManyQps) if st.conn.qps().len() < MAX_QPS_PER_CONN => {
@@ -555,7 +654,7 @@ impl ConnCtx {
             let mut inbox = self.inbox.lock();
             core::mem::swap(&mut *inbox, &mut st.rx);
         }
-        let ConnState { conn, qps, rx, buf, routes, .. } = st;
+        let ConnState { conn, qps, rx, .. } = st;
         if self.rung.load(Relaxed) && self.rung.xchg(false, Relaxed) {
             for b in qps.iter_mut().flatten() {
                 b.send_pending = true;
@@ -577,18 +676,20 @@ impl ConnCtx {
         if conn.poll_timeout().is_some_and(|t| t <= now) {
             conn.handle_timeout(now);
         }
+        self.watch_peer(dev, now, st);
+        let ConnState { conn, qps, buf, routes, .. } = st;
         // Completions first: the core frees a send slot only when it hands out the
         // work request's completion, so new WQEs taken before that would find a core
         // that the ACKs just emptied still full, and wait for a run that nothing
         // schedules (no ACK or timer is due once all is acknowledged).
-        self.drain_events(conn, qps);
+        self.drain_events(dev, conn, qps);
         for b in qps.iter_mut().flatten() {
             b.sync_send(dev, conn);
         }
-        self.drain_events(conn, qps);
+        self.drain_events(dev, conn, qps);
         let sent = self.transmit(dev, &self.ndev, now, conn, qps, buf, routes);
         self.in_stream.store(received + sent >= STREAM_BATCH, Relaxed);
-        self.drain_events(conn, qps);
+        self.drain_events(dev, conn, qps);
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
             b.check_drained();
@@ -599,7 +700,91 @@ impl ConnCtx {
         self.arm(st, now);
     }
 
-    fn drain_events(&self, conn: &mut Conn, qps: &mut [Option<Bound>]) {
+    /// Notes what the peer sent, and probes it when asked to
+    /// ([`Self::probe_peer`]): a peer that answers none of [`PROBES`] probes sent
+    /// [`PROBE_INTERVAL_NS`] apart (while nothing else came from it either) is gone,
+    /// and the connection closes: its QPs are flushed and a CLOSE goes out (spec
+    /// [MR-CONN-14]).
+    fn watch_peer(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, now: CoreInstant, st: &mut ConnState) {
+        let s = st.conn.stats();
+        let valid = s.rx_packets.saturating_sub(s.rx_dropped);
+        let heard = valid != st.valid_rx;
+        if heard {
+            st.valid_rx = valid;
+            self.heard_at.store(rdma::clock::local_ns(), Relaxed);
+        }
+        let peer = st.conn.peer_conn_id();
+        if peer != 0 && self.peer_id() == 0 {
+            self.peer_id.store(peer, Relaxed);
+        }
+        let asked = self.probe_req.load(Relaxed) && self.probe_req.xchg(false, Relaxed);
+        let stats = &dev.data().net().engine().stats;
+        // No probe without the peer's id, or once closing.
+        if peer == 0 || self.is_closed() || st.conn.state() != CoreState::Open {
+            st.probe = None;
+        } else if let Some(p) = st.probe {
+            if heard {
+                // The peer is there.
+                st.probe = None;
+            } else if now >= p.next_at && p.sent >= PROBES {
+                st.probe = None;
+                st.conn.close(0);
+                self.closed.store(true, Relaxed);
+                stats.conns_peer_gone.fetch_add(1, Relaxed);
+            } else if now >= p.next_at {
+                st.probe = Some(Probe { sent: p.sent + 1, next_at: now.add_nanos(PROBE_INTERVAL_NS) });
+                self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
+            }
+        } else if asked && !heard {
+            st.probe = Some(Probe { sent: 1, next_at: now.add_nanos(PROBE_INTERVAL_NS) });
+            stats.conn_probes.fetch_add(1, Relaxed);
+            self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
+        }
+        self.probing.store(st.probe.is_some(), Relaxed);
+    }
+
+    /// Sends a CONTROL `OPEN` to the peer's connection id (spec [MR-CONN-8]: a live
+    /// peer answers with an ACK) on path 0.
+    fn send_probe(&self, dev: &Device<MetaRoceDriver>, conn: &Conn, buf: &mut [u8], routes: &mut [RouteCache]) {
+        let net = dev.data().net();
+        let header = Header {
+            ty: PacketType::Control as u8,
+            flags: Flags(0),
+            path: 0,
+            dst_conn: conn.peer_conn_id(),
+            src_conn: self.local_id,
+            psn: 0,
+        };
+        let control = Control { code: ControlCode::Open, path: 0, value: 0 };
+        let Ok(len) = (PacketRepr::Control { header, control }).emit(buf) else {
+            return;
+        };
+        let skb = SkBuff::alloc_for_udp(&self.ndev, len, GFP_ATOMIC).and_then(|mut skb| {
+            skb.append(buf.get(..len).ok_or(EINVAL)?)?;
+            Ok(skb)
+        });
+        let skb = match skb {
+            Ok(skb) => skb,
+            Err(e) => {
+                net.count_tx(Err(e), 0);
+                return;
+            }
+        };
+        let to = Destination {
+            src: self.src,
+            dst: self.peer,
+            src_port: conn.path_port(0).unwrap_or(UDP_PORT),
+            dst_port: UDP_PORT,
+            ecn: Ecn::Ect0,
+        };
+        let sent = match routes.first_mut() {
+            Some(r) => net.tunnel().send_cached(&self.ndev, &to, skb, r),
+            None => net.tunnel().send(&self.ndev, &to, skb),
+        };
+        net.count_tx(sent, len);
+    }
+
+    fn drain_events(&self, dev: &Device<MetaRoceDriver>, conn: &mut Conn, qps: &mut [Option<Bound>]) {
         let id = conn.config().local_conn_id;
         while let Some(ev) = conn.poll_event() {
             match ev {
@@ -623,11 +808,17 @@ impl ConnCtx {
                         });
                     }
                 }
+                // The core flushed every QP (their errors come with the next
+                // transmission); the device forgets the connection.
+                Event::Closed { .. } => {
+                    if !self.closed.xchg(true, Relaxed) {
+                        dev.data().net().engine().stats.conns_peer_closed.fetch_add(1, Relaxed);
+                    }
+                }
                 Event::PathRetired { path, new_port } => {
                     let retired = conn.path_stats(usize::from(path)).map_or(0, |p| p.retired);
                     rdma::trace::path_retired(id, path, new_port, retired);
                 }
-                Event::Closed { .. } => {}
             }
         }
     }
@@ -720,7 +911,18 @@ impl ConnCtx {
     /// timer again. The retransmission deadline moves forward with every ACK, so this
     /// spares a cancel and a restart (a clock event reprogramming) on nearly every run.
     fn arm(self: &Arc<Self>, st: &mut ConnState, now: CoreInstant) {
-        let Some(next) = st.conn.poll_timeout() else {
+        // A closed connection keeps its QPs (in error) until they go, and nothing else.
+        if st.conn.state() == CoreState::Closed {
+            drop(st.timer.take());
+            st.armed = None;
+            return;
+        }
+        let probe = st.probe.map(|p| p.next_at);
+        let next = match (st.conn.poll_timeout(), probe) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        let Some(next) = next else {
             return;
         };
         if st.timer.is_some() && st.armed.is_some_and(|a| a > now && a <= next) {

@@ -5,8 +5,13 @@
 //!
 //! A connection is created when the first QP to a peer enters RTR and goes away with
 //! the last QP bound to it. Received datagrams find their connection by the `dst_conn`
-//! of the common header, or, for a connection the peer is opening (`dst_conn == 0`,
-//! `OPEN`), by the source address. Nothing is created for unsolicited packets.
+//! of the common header and the source address, both of which must match, or, for a
+//! connection the peer is opening (`dst_conn == 0`, `OPEN`), by the source address
+//! alone. Nothing is created for unsolicited packets.
+//!
+//! A closed connection (its peer sent CLOSE, or the peer is gone, see
+//! [`crate::conn`]) stays in the table, out of every lookup, until its last QP goes:
+//! the next QP to that peer opens a new connection.
 
 use crate::conn::ConnCtx;
 use crate::device::MetaRoceDriver;
@@ -26,7 +31,7 @@ use kernel::{
 };
 use metaroce_proto::{
     constants::COMMON_HEADER_LEN,
-    wire::{headers_len, Header, UdHeader},
+    wire::{headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader},
     Config, QpId, Stats,
 };
 use rdma::{
@@ -50,6 +55,14 @@ pub(crate) struct EngineCounters {
     pub(crate) rx_no_conn: Atomic<u64>,
     /// Datagrams without a valid MetaRoCE common header.
     pub(crate) rx_bad_header: Atomic<u64>,
+    /// Datagrams whose `dst_conn` names a connection of another peer address.
+    pub(crate) rx_wrong_peer: Atomic<u64>,
+    /// Connections closed by their peer's CLOSE.
+    pub(crate) conns_peer_closed: Atomic<u64>,
+    /// Connections closed because their peer answered no probe.
+    pub(crate) conns_peer_gone: Atomic<u64>,
+    /// Probes of a peer started ([`ConnCtx::probe_peer`]).
+    pub(crate) conn_probes: Atomic<u64>,
     /// UD datagrams sent.
     pub(crate) ud_tx: Atomic<u64>,
     /// UD datagrams delivered to a receive.
@@ -66,7 +79,7 @@ pub(crate) struct EngineCounters {
 /// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped
 /// and of those the ones out of a path's window and for no QP, datagrams the inbox
 /// dropped, runs of the connections' serialized context.
-pub(crate) const TRANSPORT_COUNTERS: usize = 12;
+pub(crate) const TRANSPORT_COUNTERS: usize = 13;
 
 fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_COUNTERS] {
     [
@@ -80,6 +93,7 @@ fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_C
         s.rx_dropped,
         s.rx_out_of_window,
         s.rx_no_qp,
+        s.rx_wrong_conn,
         inbox_drops,
         runs,
     ]
@@ -92,6 +106,10 @@ impl EngineCounters {
             qps_bound: Atomic::new(0),
             rx_no_conn: Atomic::new(0),
             rx_bad_header: Atomic::new(0),
+            rx_wrong_peer: Atomic::new(0),
+            conns_peer_closed: Atomic::new(0),
+            conns_peer_gone: Atomic::new(0),
+            conn_probes: Atomic::new(0),
             ud_tx: Atomic::new(0),
             ud_rx: Atomic::new(0),
             ud_rx_dropped: Atomic::new(0),
@@ -183,9 +201,10 @@ impl Engine {
         &self.ndev
     }
 
-    /// The number of open connections.
+    /// The number of open connections (closed ones waiting for their QPs to go are
+    /// not counted).
     pub(crate) fn conns(&self) -> usize {
-        self.conns.lock().len()
+        self.conns.lock().iter().filter(|c| !c.is_closed()).count()
     }
 
     /// Writes the state of every connection (the `conns` debugfs file).
@@ -229,18 +248,33 @@ impl Engine {
             return;
         };
         let peer = rx.info().src.ip();
-        let found = self
-            .conns
-            .lock()
-            .iter()
-            .find(|c| {
-                if h.dst_conn != 0 {
-                    c.local_id == h.dst_conn
-                } else {
-                    c.peer == peer
+        // Spec [MR-SEC-7]: a connection id is only valid from the connection's peer.
+        let (found, wrong_peer) = {
+            let conns = self.conns.lock();
+            if h.dst_conn != 0 {
+                match conns.iter().find(|c| c.local_id == h.dst_conn && !c.is_closed()) {
+                    Some(c) if c.peer == peer => (Some(c.clone()), false),
+                    Some(_) => (None, true),
+                    None => (None, false),
                 }
-            })
-            .cloned();
+            } else {
+                (conns.iter().find(|c| c.peer == peer && !c.is_closed()).cloned(), false)
+            }
+        };
+        if wrong_peer {
+            self.stats.rx_wrong_peer.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
+        }
+        // Spec [MR-CONN-14]: the peer opens a connection with a new id while ours
+        // knows another one: it may have restarted. The connection asks it (the
+        // core drops this datagram).
+        if let Some(c) = found.as_ref().filter(|_| h.dst_conn == 0 && h.flags.has(Flags::OPEN)) {
+            let id = c.peer_id();
+            if id != 0 && h.src_conn != id && !Self::is_close(&h, rx.payload()) {
+                c.probe_peer();
+            }
+        }
         match found {
             Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),
             None => {
@@ -248,6 +282,12 @@ impl Engine {
                 rx.discard();
             }
         }
+    }
+
+    /// Whether the datagram whose header is `h` is a CLOSE (of a connection that has
+    /// gone, or goes: no sign of a restart).
+    fn is_close(h: &Header, datagram: &[u8]) -> bool {
+        h.ty == PacketType::Control as u8 && Control::parse(datagram).is_ok_and(|c| c.code == ControlCode::Close)
     }
 
     /// A random connection id that no connection of this device uses: ids are
@@ -266,7 +306,10 @@ impl Engine {
     }
 
     /// Binds `qp` (entering RTR) to the connection to the peer of its address vector,
-    /// creating the connection if there is none.
+    /// creating the connection if there is none, or if the one there is closed (also
+    /// while this runs). A connection whose peer was quiet for [`crate::conn::QUIET_NS`]
+    /// first probes it (sleeping up to half a second): a peer that has restarted since
+    /// gets a new connection, rather than this QP an old one that it no longer knows.
     pub(crate) fn bind(
         &self,
         dev: &Device<MetaRoceDriver>,
@@ -276,7 +319,29 @@ impl Engine {
         let av = attrs.av.ok_or(EINVAL)?;
         let peer = ip(av.dst);
         let _guard = self.bind_lock.lock();
-        let existing = self.conns.lock().iter().find(|c| c.peer == peer).cloned();
+        let mut retried = false;
+        loop {
+            match self.bind_once(dev, qp, attrs, peer) {
+                Err(e) if e == ECONNRESET && !retried => retried = true,
+                r => return r,
+            }
+        }
+    }
+
+    /// [`Self::bind`] to the connection found or made now; `ECONNRESET` if that one
+    /// closed meanwhile.
+    fn bind_once(
+        &self,
+        dev: &Device<MetaRoceDriver>,
+        qp: &Arc<Qp<MetaRoceDriver>>,
+        attrs: &QpAttributes,
+        peer: IpAddr,
+    ) -> Result<Binding> {
+        let av = attrs.av.ok_or(EINVAL)?;
+        let existing = self.conns.lock().iter().find(|c| c.peer == peer && !c.is_closed()).cloned();
+        let existing = existing.filter(|c| {
+            c.peer_id() == 0 || c.quiet_ns() < crate::conn::QUIET_NS || !c.probe_and_wait(dev)
+        });
         let (conn, new) = match existing {
             Some(c) => (c, false),
             None => {

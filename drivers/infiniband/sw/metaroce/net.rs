@@ -41,7 +41,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
-const DEVICE_COUNTERS: usize = 18;
+const DEVICE_COUNTERS: usize = 22;
 /// Counters of the device's namespace, the last of [`HW_COUNTERS`].
 const NS_COUNTERS: usize = 3;
 
@@ -63,6 +63,10 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"qps_bound"),
     CounterDesc::new(c"rx_no_conn"),
     CounterDesc::new(c"rx_bad_header"),
+    CounterDesc::new(c"rx_wrong_peer"),
+    CounterDesc::new(c"conns_peer_closed"),
+    CounterDesc::new(c"conns_peer_gone"),
+    CounterDesc::new(c"conn_probes"),
     // Unreliable datagrams (crate::ud).
     CounterDesc::new(c"ud_tx"),
     CounterDesc::new(c"ud_rx"),
@@ -78,6 +82,7 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"rx_dropped"),
     CounterDesc::new(c"rx_out_of_window"),
     CounterDesc::new(c"rx_no_qp"),
+    CounterDesc::new(c"rx_wrong_conn"),
     CounterDesc::new(c"rx_inbox_full"),
     CounterDesc::new(c"conn_runs"),
     // Per namespace: shared by the devices of the device's namespace.
@@ -297,6 +302,10 @@ impl DeviceNet {
             e.stats.qps_bound.load(Relaxed),
             e.stats.rx_no_conn.load(Relaxed),
             e.stats.rx_bad_header.load(Relaxed),
+            e.stats.rx_wrong_peer.load(Relaxed),
+            e.stats.conns_peer_closed.load(Relaxed),
+            e.stats.conns_peer_gone.load(Relaxed),
+            e.stats.conn_probes.load(Relaxed),
             e.stats.ud_tx.load(Relaxed),
             e.stats.ud_rx.load(Relaxed),
             e.stats.ud_rx_dropped.load(Relaxed),

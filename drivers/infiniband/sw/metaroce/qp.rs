@@ -103,7 +103,15 @@ pub(crate) fn on_modified(
         QpState::Rtr if from == QpState::Init => {
             let attrs = qp.attributes();
             match dev.data().net().engine().bind(dev, qp, &attrs) {
-                Ok(b) => *qp.data().binding.lock() = Some(b),
+                Ok(b) => {
+                    // Transitions come one at a time (rdma::qp serializes them), so the
+                    // QP has no binding here; one left over would be unbound, never
+                    // overwritten (it holds the QP and keeps its connection).
+                    let old = qp.data().binding.lock().replace(b);
+                    if let Some(old) = old {
+                        dev.data().net().engine().unbind(old);
+                    }
+                }
                 Err(e) => {
                     pr_warn!("{}: QP {}: no connection to its peer ({:?})\n", dev.name(), qp.qpn(), e);
                     qp.set_error();
