@@ -66,7 +66,7 @@ counted() {
 
 test_far_acks() { attack far_acks 25 && counted rx_out_of_window; }
 test_far_floors() { attack far_floors 10 && counted rx_out_of_window; }
-test_late_open() { attack late_open 20 && counted rx_dropped; }
+test_late_open() { attack late_open 20 && counted rx_wrong_conn; }
 test_malformed() { attack malformed 5 && counted rx_dropped; }
 
 ktap_print_header

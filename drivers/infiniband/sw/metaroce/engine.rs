@@ -31,7 +31,7 @@ use kernel::{
 };
 use metaroce_proto::{
     constants::COMMON_HEADER_LEN,
-    wire::{headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader},
+    wire::{headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader, MAX_UD_HEADER_LEN},
     Config, QpId, Stats,
 };
 use rdma::{
@@ -223,11 +223,12 @@ impl Engine {
     ///
     /// The headers are made linear here (a no-op for our own datagrams, sent so); a
     /// data packet's payload may stay in paged fragments until its connection places
-    /// it. Datagrams are made wholly linear: they are small.
+    /// it. A UD datagram is made wholly linear once its header names a QP that takes
+    /// it ([`crate::ud::receive`]).
     pub(crate) fn receive(&self, mut rx: Received<'_>) {
         self.counters.count_rx(rx.info().ecn, rx.payload().len() + rx.paged_len());
         let linear = rx.make_linear(COMMON_HEADER_LEN).and_then(|()| {
-            let n = if UdHeader::is_ud(rx.payload()) { usize::MAX } else { headers_len(rx.payload()) };
+            let n = if UdHeader::is_ud(rx.payload()) { MAX_UD_HEADER_LEN } else { headers_len(rx.payload()) };
             rx.make_linear(n)
         });
         if linear.is_err() {
@@ -236,7 +237,7 @@ impl Engine {
             return;
         }
         if UdHeader::is_ud(rx.payload()) {
-            let delivered = self.registry.get_by_netdev(self.netdev).is_some_and(|dev| crate::ud::receive(&dev, &rx));
+            let delivered = self.registry.get_by_netdev(self.netdev).is_some_and(|dev| crate::ud::receive(&dev, &mut rx));
             let counter = if delivered { &self.stats.ud_rx } else { &self.stats.ud_rx_dropped };
             counter.fetch_add(1, Relaxed);
             rx.discard();

@@ -191,21 +191,35 @@ fn source_port(src_qpn: u32, dst_qpn: u32) -> u16 {
     0xc000 | (h >> 18) as u16
 }
 
-/// Delivers a received datagram; returns `false` when it was dropped (malformed, no
-/// UD QP in RTR/RTS/SQD with that number and Q_Key, or no receive posted).
-pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &Received<'_>) -> bool {
+/// Delivers a received datagram whose UD header is linear; returns `false` when it
+/// was dropped (malformed, no UD QP in RTR/RTS/SQD with that number and Q_Key, or no
+/// receive posted). The payload is made linear only for a QP that takes it.
+pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &mut Received<'_>) -> bool {
+    let Ok((h, _)) = UdHeader::parse(rx.payload()) else {
+        return false;
+    };
+    if accepting_qp(dev, &h).is_none() || rx.make_linear(usize::MAX).is_err() {
+        return false;
+    }
     let Ok((h, payload)) = UdHeader::parse(rx.payload()) else {
         return false;
     };
     deliver(dev, rx, &h, payload).is_some()
 }
 
-fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Option<()> {
+/// The UD QP that takes a datagram with header `h`: its number, in RTR, RTS or SQD,
+/// with the header's Q_Key.
+fn accepting_qp(dev: &Device<MetaRoceDriver>, h: &UdHeader) -> Option<Arc<Qp<MetaRoceDriver>>> {
     let qp = dev.objects().qps.get(h.dst_qpn).filter(|qp| qp.qp_type().is_datagram())?;
     let attrs = qp.attributes();
     if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || attrs.qkey != h.qkey {
         return None;
     }
+    Some(qp)
+}
+
+fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Option<()> {
+    let qp = accepting_qp(dev, h)?;
     let grh = grh(rx);
     let len = GRH_LEN + payload.len();
     let mut wc_flags = WC_GRH;
