@@ -1204,12 +1204,28 @@ pub(crate) struct QpObject<T: Driver> {
 }
 
 impl<T: Driver> QpObject<T> {
+    /// A shared reference, for the verbs that run concurrently (posting, modify,
+    /// query).
+    ///
     /// # Safety
     ///
     /// `ib` is a live `ib_qp` of a device of driver `T`.
-    unsafe fn from_raw<'a>(ib: *mut bindings::ib_qp) -> &'a mut Self {
+    unsafe fn from_raw<'a>(ib: *mut bindings::ib_qp) -> &'a Self {
         // SAFETY: `ib` is the first field of the `repr(C)` struct, which the core
         // allocated with our size and zeroed.
+        unsafe { &*ib.cast::<Self>() }
+    }
+
+    /// The exclusive reference of `create_qp` and `destroy_qp`.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::from_raw`], and nothing else uses the object meanwhile: the core
+    /// calls `create_qp` before it publishes the QP, and `destroy_qp` once no other
+    /// verb runs on it and none will (uverbs destroys under the object's exclusive
+    /// lock; a kernel consumer may not race its own destroy).
+    unsafe fn from_raw_mut<'a>(ib: *mut bindings::ib_qp) -> &'a mut Self {
+        // SAFETY: As in `from_raw`; exclusive per the function's contract.
         unsafe { &mut *ib.cast::<Self>() }
     }
 
@@ -1341,7 +1357,7 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         // SAFETY: The core zeroed our part; nobody else sees the QP yet.
         unsafe {
             (*ibqp).qp_num = qpn;
-            QpObject::<T>::from_raw(ibqp).qp = Some(qp);
+            QpObject::<T>::from_raw_mut(ibqp).qp = Some(qp);
         }
         taken.keep();
         Ok(0)
@@ -1472,7 +1488,7 @@ unsafe fn create_kernel_qp<T: Driver>(
     // SAFETY: The core zeroed our part; nobody else sees the QP yet.
     unsafe {
         (*ibqp).qp_num = qpn;
-        QpObject::<T>::from_raw(ibqp).qp = Some(qp);
+        QpObject::<T>::from_raw_mut(ibqp).qp = Some(qp);
     }
     Ok(0)
 }
@@ -1809,8 +1825,8 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
     ibqp: *mut bindings::ib_qp,
     _udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
-    // SAFETY: The core destroys a live QP of ours once.
-    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::from_raw(ibqp)) };
+    // SAFETY: The core destroys a live QP of ours once, when no other verb runs on it.
+    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::from_raw_mut(ibqp)) };
     let Some(qp) = obj.qp.take() else {
         return 0;
     };
