@@ -183,6 +183,9 @@ pub(crate) struct ConnCtx {
     /// A streaming doorbell found the connection running and left its QP's new WQEs
     /// to the next run ([`Self::doorbell`]).
     rung: Atomic<bool>,
+    /// [`Self::shutdown`] began: the receive path queues and schedules nothing more.
+    /// Set and read under the inbox's lock.
+    shut: Atomic<bool>,
     /// Closed: by the peer's CLOSE, or the peer is gone. Out of the device's lookups.
     closed: Atomic<bool>,
     /// The peer's connection id, once learned (0 before).
@@ -292,6 +295,7 @@ impl ConnCtx {
                 app_cpu: Atomic::new(NO_CPU),
                 in_stream: Atomic::new(false),
                 rung: Atomic::new(false),
+                shut: Atomic::new(false),
                 closed: Atomic::new(false),
                 peer_id: Atomic::new(0),
                 heard_at: Atomic::new(born),
@@ -461,18 +465,30 @@ impl ConnCtx {
     /// acknowledgement a lone work request waits on) is handled now, unless another
     /// CPU runs the connection: a round trip pays no queueing. The body of a stream
     /// waits for the batch, as do the ACKs and responses of a streaming QP.
+    ///
+    /// The work item is queued under the inbox's lock: once [`Self::shutdown`] has set
+    /// [`Self::shut`] under it, no receive queues the work again after the flush.
     pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram, awaited: bool) {
-        let full = self.inbox.lock().push_within_capacity(d).is_err();
-        if full {
+        let mut inbox = self.inbox.lock();
+        if self.shut.load(Relaxed) {
+            return;
+        }
+        if inbox.push_within_capacity(d).is_err() {
             self.counters.inbox_drops.fetch_add(1, Relaxed);
         }
         if awaited && !self.in_stream.load(Relaxed) && self.app_cpu.load(Relaxed) == NO_CPU {
+            drop(inbox);
             if let Some(mut st) = self.state.try_lock() {
                 self.run_locked(&mut st);
                 return;
             }
+            inbox = self.inbox.lock();
+            if self.shut.load(Relaxed) {
+                return;
+            }
         }
         self.kick();
+        drop(inbox);
     }
 
     /// Whether the connection is closed (by its peer, or the peer is gone): the device
@@ -629,6 +645,11 @@ impl ConnCtx {
     /// The connection must already be unreachable (out of its device's table, no QP
     /// bound). Process context, never from the work item.
     pub(crate) fn shutdown(self: &Arc<Self>) {
+        {
+            let mut inbox = self.inbox.lock();
+            self.shut.store(true, Relaxed);
+            inbox.clear();
+        }
         let (timer, qps) = {
             let mut st = self.state.lock();
             st.dead = true;
