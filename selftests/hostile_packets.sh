@@ -43,7 +43,7 @@ attack() {
 	wait $srv; rc=$((rc | $?))
 	after=$(counter mroce0 rx_dropped)
 	ktap_print_msg "mroce0 conn $local (peer $peer): rx_dropped $before -> $after," \
-		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_wrong_conn $(counter mroce0 rx_wrong_conn 2>/dev/null)," \
+		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_wrong_conn $(counter mroce0 rx_wrong_conn), rx_late_open $(counter mroce0 rx_late_open)," \
 		"ns_rx_malformed $(counter mroce0 ns_rx_malformed), rx_bad_header $(counter mroce0 rx_bad_header)"
 	if [ $rc != 0 ] || ! grep -q '3000 iters in' "$LOG/cli"; then
 		tail -5 "$LOG/srv" "$LOG/cli" | sed 's/^/#   /'
@@ -66,7 +66,7 @@ counted() {
 
 test_far_acks() { attack far_acks 25 && counted rx_out_of_window; }
 test_far_floors() { attack far_floors 10 && counted rx_out_of_window; }
-test_late_open() { attack late_open 20 && counted rx_wrong_conn; }
+test_late_open() { attack late_open 20 && counted rx_late_open; }
 test_malformed() { attack malformed 5 && counted rx_dropped; }
 
 ktap_print_header

@@ -190,6 +190,8 @@ pub(crate) struct ConnCtx {
     closed: Atomic<bool>,
     /// The peer's connection id, once learned (0 before).
     peer_id: Atomic<u32>,
+    /// The core's [`Conn::peer_knows_us`], as of the last run.
+    peer_knows_us: Atomic<bool>,
     /// When a datagram of the peer last reached the core ([`rdma::clock::local_ns`]).
     heard_at: Atomic<u64>,
     /// A probe of the peer is asked for ([`Self::probe_peer`]).
@@ -298,6 +300,7 @@ impl ConnCtx {
                 shut: Atomic::new(false),
                 closed: Atomic::new(false),
                 peer_id: Atomic::new(0),
+                peer_knows_us: Atomic::new(false),
                 heard_at: Atomic::new(born),
                 probe_req: Atomic::new(false),
                 probing: Atomic::new(false),
@@ -500,6 +503,13 @@ impl ConnCtx {
     /// The peer's connection id, 0 until learned.
     pub(crate) fn peer_id(&self) -> u32 {
         self.peer_id.load(Relaxed)
+    }
+
+    /// Whether the peer has shown that it knows our connection id (as of the last
+    /// run): the core refuses a `dst_conn` 0 packet from then on, and the receive path
+    /// drops it before queueing it (spec [MR-CONN-13]).
+    pub(crate) fn peer_knows_us(&self) -> bool {
+        self.peer_knows_us.load(Relaxed)
     }
 
     /// Nanoseconds since a datagram of the peer last reached the core.
@@ -738,6 +748,7 @@ impl ConnCtx {
         if peer != 0 && self.peer_id() == 0 {
             self.peer_id.store(peer, Relaxed);
         }
+        self.peer_knows_us.store(st.conn.peer_knows_us(), Relaxed);
         let asked = self.probe_req.load(Relaxed) && self.probe_req.xchg(false, Relaxed);
         let stats = &dev.data().net().engine().stats;
         // No probe without the peer's id, or once closing.

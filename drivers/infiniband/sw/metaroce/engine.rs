@@ -57,6 +57,9 @@ pub(crate) struct EngineCounters {
     pub(crate) rx_bad_header: Atomic<u64>,
     /// Datagrams whose `dst_conn` names a connection of another peer address.
     pub(crate) rx_wrong_peer: Atomic<u64>,
+    /// Datagrams with `dst_conn` 0 after the peer showed that it knows our id,
+    /// dropped before they are queued.
+    pub(crate) rx_late_open: Atomic<u64>,
     /// Connections closed by their peer's CLOSE.
     pub(crate) conns_peer_closed: Atomic<u64>,
     /// Connections closed because their peer answered no probe.
@@ -107,6 +110,7 @@ impl EngineCounters {
             rx_no_conn: Atomic::new(0),
             rx_bad_header: Atomic::new(0),
             rx_wrong_peer: Atomic::new(0),
+            rx_late_open: Atomic::new(0),
             conns_peer_closed: Atomic::new(0),
             conns_peer_gone: Atomic::new(0),
             conn_probes: Atomic::new(0),
@@ -275,6 +279,12 @@ impl Engine {
             if id != 0 && h.src_conn != id && !Self::is_close(&h, rx.payload()) {
                 c.probe_peer();
             }
+        }
+        // Spec [MR-CONN-13]: the core would refuse it; it takes no inbox slot.
+        if found.as_ref().is_some_and(|c| h.dst_conn == 0 && c.peer_knows_us()) {
+            self.stats.rx_late_open.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
         }
         match found {
             Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),

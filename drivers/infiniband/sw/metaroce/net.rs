@@ -41,7 +41,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
-const DEVICE_COUNTERS: usize = 22;
+const DEVICE_COUNTERS: usize = 23;
 /// Counters of the device's namespace, the last of [`HW_COUNTERS`].
 const NS_COUNTERS: usize = 3;
 
@@ -64,6 +64,7 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"rx_no_conn"),
     CounterDesc::new(c"rx_bad_header"),
     CounterDesc::new(c"rx_wrong_peer"),
+    CounterDesc::new(c"rx_late_open"),
     CounterDesc::new(c"conns_peer_closed"),
     CounterDesc::new(c"conns_peer_gone"),
     CounterDesc::new(c"conn_probes"),
@@ -303,6 +304,7 @@ impl DeviceNet {
             e.stats.rx_no_conn.load(Relaxed),
             e.stats.rx_bad_header.load(Relaxed),
             e.stats.rx_wrong_peer.load(Relaxed),
+            e.stats.rx_late_open.load(Relaxed),
             e.stats.conns_peer_closed.load(Relaxed),
             e.stats.conns_peer_gone.load(Relaxed),
             e.stats.conn_probes.load(Relaxed),

@@ -520,6 +520,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.local_hint_bps = bps;
     }
 
+    /// Whether a packet from the peer has shown that it knows our connection id: from
+    /// then on a packet with `dst_conn` 0 is refused ([MR-CONN-13]), and a driver may
+    /// drop it before it queues it.
+    pub fn peer_knows_us(&self) -> bool {
+        self.peer_knows_us
+    }
+
     /// The peer's last rate hint for us, bytes/s (0 = none).
     pub fn peer_rate_hint(&self) -> u64 {
         self.peer_hint_bps
