@@ -6,7 +6,8 @@
 #      paths that do not depend on what is installed
 #   2. the protocol core's and simulator's cargo tests (unit, property, simulation),
 #      then every fuzz target for a short while from the committed seeds
-#   3. metaroce.ko builds against the test kernel (warning-free), and so does DKMS
+#   3. metaroce.ko builds against the test kernel (warning-free), the core compiled with
+#      its flags has no panic path and no large stack frame, and DKMS builds it too
 #   4. the selftests in the VM (kselftest/KTAP), failing on any kernel splat or leak
 set -uo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -41,6 +42,8 @@ run_step "cache paths independent of what is installed" scripts/check-cache-keys
 run_step "cargo test (protocol core, simulator)" cargo test --workspace --quiet
 run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20
 if run_step "build metaroce.ko" make --no-print-directory modules; then
+	run_step "protocol core: no panic path, no large stack frame (kernel flags)" \
+		bash -c 'rust/proto/kcheck/no-panic.sh && rust/proto/kcheck/stack-frames.sh'
 	run_step "DKMS build against the test kernel" scripts/dkms.sh check "$(scripts/build-kernel.sh --kdir)"
 	run_step "VM selftests" selftests/run.sh
 else

@@ -80,7 +80,7 @@ pub struct RxPayload<'a> {
 impl RxPayload<'_> {
     /// The payload length in bytes.
     pub fn len(&self) -> u64 {
-        self.head.len() as u64 + u64::from(self.tail)
+        (self.head.len() as u64).saturating_add(u64::from(self.tail))
     }
 
     /// Returns `true` for an empty payload.

@@ -206,7 +206,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     //= Documentation/metaroce/spec.rst#late-packets
     fn undo_spurious_timeouts(&mut self, dups: u32, now: Instant) {
         let Some(timeouts) = self.undo.on_duplicates(dups, now) else { return };
-        for (pi, &n) in timeouts.iter().enumerate().filter(|(_, &n)| n > 0) {
+        // `(0..MAX_PATHS).zip`, not `enumerate`: its counter's overflow check is a panic
+        // path in the kernel build (kcheck/no-panic.sh).
+        for (pi, &n) in (0..MAX_PATHS).zip(timeouts.iter()).filter(|(_, &n)| n > 0) {
             let Some(p) = self.paths.get_mut(pi) else { continue };
             p.timeout_end = None;
             p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(u64::from(n));
