@@ -52,6 +52,15 @@ enum Seg {
     Drop,
 }
 
+/// Whether `psn` lies PSN_ACCEPT_WINDOW or more beyond a receive path's cumulative
+/// PSN `base`: no data packet can be there, nor a floor a sender has sent
+/// ([MR-SACK-23]).
+//= Documentation/metaroce/spec.rst#sack
+fn beyond_accept_window(psn: u32, base: u32) -> bool {
+    let d = seq_diff(psn, base);
+    d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW
+}
+
 fn nak_of(e: MemError) -> NakCode {
     match e {
         MemError::Access => NakCode::AccessError,
@@ -163,8 +172,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                         // corrupt; one behind the cumulative PSN changes nothing.
                         //= Documentation/metaroce/spec.rst#path-floor
                         let rp = self.rx_paths.get_mut(usize::from(c.path)).ok_or(RxDrop::OutOfWindow)?;
-                        let d = seq_diff(c.value, rp.window.base());
-                        if d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW {
+                        if beyond_accept_window(c.value, rp.window.base()) {
                             return Err(RxDrop::OutOfWindow);
                         }
                         rp.report = if rp.window.advance_to(c.value) { 2 } else { rp.report.max(1) };
@@ -204,7 +212,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // may be new); anything older is stale.
         //= Documentation/metaroce/spec.rst#sack
         let d = seq_diff(h.psn, base);
-        if (d >= 0 && d as u32 >= PSN_ACCEPT_WINDOW) || (d < 0 && d.unsigned_abs() > PSN_BEHIND_WINDOW) {
+        if beyond_accept_window(h.psn, base) || (d < 0 && d.unsigned_abs() > PSN_BEHIND_WINDOW) {
             return Err(RxDrop::OutOfWindow);
         }
         let stream = pkt.stream().map_err(RxDrop::Malformed)?;
