@@ -29,7 +29,7 @@
 	__print_symbolic(d, { 0, "ok" }, { 1, "malformed" },		\
 			 { 2, "wrong_connection" }, { 3, "closed" },	\
 			 { 4, "out_of_window" }, { 5, "invalid" },	\
-			 { 6, "no_qp" }, { 7, "other" })
+			 { 6, "no_qp" })
 
 /* A datagram of a connection left; retx is 1 for a retransmission. */
 TRACE_EVENT(metaroce_packet_tx,

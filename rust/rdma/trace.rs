@@ -42,8 +42,6 @@ pub enum RxVerdict {
     Invalid = 5,
     /// No QP for the packet's QPN, or the QP is in error.
     NoQp = 6,
-    /// Any other reason.
-    Other = 7,
 }
 
 /// A MetaRoCE packet header's fields that the packet tracepoints carry.

@@ -271,20 +271,19 @@ impl Engine {
             rx.discard();
             return;
         }
-        // Spec [MR-CONN-14]: the peer opens a connection with a new id while ours
-        // knows another one: it may have restarted. The connection asks it (the
-        // core drops this datagram).
-        if let Some(c) = found.as_ref().filter(|_| h.dst_conn == 0 && h.flags.has(Flags::OPEN)) {
+        if let Some(c) = found.as_ref().filter(|_| h.dst_conn == 0) {
+            // Spec [MR-CONN-14]: the peer opens a connection with a new id while ours
+            // knows another one: it may have restarted. The connection asks it.
             let id = c.peer_id();
-            if id != 0 && h.src_conn != id && !Self::is_close(&h, rx.payload()) {
+            if h.flags.has(Flags::OPEN) && id != 0 && h.src_conn != id && !Self::is_close(&h, rx.payload()) {
                 c.probe_peer();
             }
-        }
-        // Spec [MR-CONN-13]: the core would refuse it; it takes no inbox slot.
-        if found.as_ref().is_some_and(|c| h.dst_conn == 0 && c.peer_knows_us()) {
-            self.stats.rx_late_open.fetch_add(1, Relaxed);
-            rx.discard();
-            return;
+            // Spec [MR-CONN-13]: the core would refuse it; it takes no inbox slot.
+            if c.peer_knows_us() {
+                self.stats.rx_late_open.fetch_add(1, Relaxed);
+                rx.discard();
+                return;
+            }
         }
         match found {
             Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),

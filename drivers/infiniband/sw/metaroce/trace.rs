@@ -40,8 +40,6 @@ pub(crate) fn verdict(r: &Result<(), RxDrop>) -> RxVerdict {
         Err(RxDrop::OutOfWindow) => RxVerdict::OutOfWindow,
         Err(RxDrop::Invalid) => RxVerdict::Invalid,
         Err(RxDrop::NoQp) => RxVerdict::NoQp,
-        #[allow(unreachable_patterns)]
-        Err(_) => RxVerdict::Other,
     }
 }
 
