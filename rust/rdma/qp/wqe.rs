@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! Work requests as the driver sees them: SGEs, opcodes and flags, payloads, the
+//! parsed send and receive WQEs and the address of a UD send.
+
+use super::MAX_SGE;
+use super::MAX_INLINE;
+use crate::{av::{AddressVector, IpAddress}, bindings, cq::WcOpcode};
+
+/// A scatter/gather element (`struct rxe_sge`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Sge {
+    /// Virtual address.
+    pub addr: u64,
+    /// Length in bytes.
+    pub length: u32,
+    /// Local key of the MR.
+    pub lkey: u32,
+}
+
+/// Up to [`MAX_SGE`] SGEs.
+#[derive(Clone, Copy, Debug)]
+pub struct SgeList {
+    pub(super) len: usize,
+    pub(super) sges: [Sge; MAX_SGE],
+}
+
+impl SgeList {
+    /// No SGE.
+    pub const EMPTY: Self = Self {
+        len: 0,
+        sges: [Sge {
+            addr: 0,
+            length: 0,
+            lkey: 0,
+        }; MAX_SGE],
+    };
+
+    /// The SGEs.
+    pub fn as_slice(&self) -> &[Sge] {
+        &self.sges[..self.len]
+    }
+
+    /// The sum of their lengths.
+    pub fn total_len(&self) -> u64 {
+        self.as_slice().iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+/// The opcode of a send work request (`enum ibv_wr_opcode`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum SendOpcode {
+    /// RDMA WRITE.
+    RdmaWrite,
+    /// RDMA WRITE with immediate.
+    RdmaWriteWithImm,
+    /// SEND.
+    Send,
+    /// SEND with immediate.
+    SendWithImm,
+    /// RDMA READ.
+    RdmaRead,
+    /// Atomic compare and swap.
+    AtomicCmpAndSwp,
+    /// Atomic fetch and add.
+    AtomicFetchAndAdd,
+    /// Local invalidate.
+    LocalInv,
+    /// SEND with invalidate.
+    SendWithInv,
+}
+
+impl SendOpcode {
+    pub(super) fn from_raw(v: u32) -> Option<Self> {
+        Some(match v {
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE => Self::RdmaWrite,
+            bindings::ib_wr_opcode_IB_WR_RDMA_WRITE_WITH_IMM => Self::RdmaWriteWithImm,
+            bindings::ib_wr_opcode_IB_WR_SEND => Self::Send,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_IMM => Self::SendWithImm,
+            bindings::ib_wr_opcode_IB_WR_RDMA_READ => Self::RdmaRead,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_CMP_AND_SWP => Self::AtomicCmpAndSwp,
+            bindings::ib_wr_opcode_IB_WR_ATOMIC_FETCH_AND_ADD => Self::AtomicFetchAndAdd,
+            bindings::ib_wr_opcode_IB_WR_LOCAL_INV => Self::LocalInv,
+            bindings::ib_wr_opcode_IB_WR_SEND_WITH_INV => Self::SendWithInv,
+            _ => return None,
+        })
+    }
+
+    /// The opcode of this request's completion.
+    pub fn wc_opcode(self) -> WcOpcode {
+        match self {
+            Self::RdmaWrite | Self::RdmaWriteWithImm => WcOpcode::RdmaWrite,
+            Self::Send | Self::SendWithImm | Self::SendWithInv => WcOpcode::Send,
+            Self::RdmaRead => WcOpcode::RdmaRead,
+            Self::AtomicCmpAndSwp => WcOpcode::CompSwap,
+            Self::AtomicFetchAndAdd => WcOpcode::FetchAdd,
+            Self::LocalInv => WcOpcode::LocalInv,
+        }
+    }
+}
+
+/// `send_flags`: a completion is generated (unless the QP signals all).
+pub const SEND_SIGNALED: u32 = 2;
+/// `send_flags`: solicited event at the responder.
+pub const SEND_SOLICITED: u32 = 4;
+/// `send_flags`: the payload is inline in the WQE.
+pub const SEND_INLINE: u32 = 8;
+/// `send_flags`: wait for earlier READ/atomics.
+pub const SEND_FENCE: u32 = 1;
+
+/// The payload of a send work request.
+#[derive(Clone, Copy, Debug)]
+pub enum Payload {
+    /// Gathered from local MRs.
+    Sges(SgeList),
+    /// Carried in the WQE.
+    Inline {
+        /// Length.
+        len: usize,
+        /// Bytes (`len` of them).
+        data: [u8; MAX_INLINE],
+    },
+}
+
+/// An address vector as the rxe provider copies it into a UD send WQE
+/// (`struct rxe_av`): what the datagram needs of it.
+#[derive(Clone, Copy, Debug)]
+pub struct WqeAddress {
+    /// Source address (`sgid_addr`).
+    pub src: IpAddress,
+    /// Destination address (from the destination GID).
+    pub dst: IpAddress,
+    /// Traffic class (DSCP and ECN bits).
+    pub traffic_class: u8,
+    /// Hop limit (IP TTL).
+    pub hop_limit: u8,
+}
+
+impl From<&AddressVector> for WqeAddress {
+    fn from(av: &AddressVector) -> Self {
+        Self { src: av.src, dst: av.dst, traffic_class: av.traffic_class, hop_limit: av.hop_limit }
+    }
+}
+
+/// Where a UD send goes, from the WQE (`wr.ud` of `struct rxe_send_wr`).
+#[derive(Clone, Copy, Debug)]
+pub struct UdDest {
+    /// Destination QP.
+    pub remote_qpn: u32,
+    /// Q_Key to present (the QP's own when the high bit is set).
+    pub remote_qkey: u32,
+    /// The AH (`ibv_create_ah`'s number), 0 when the provider did not set one.
+    pub ah_num: u32,
+    /// The address vector copied into the WQE, if it is a valid RoCE v2 one.
+    pub av: Option<WqeAddress>,
+}
+
+pub(super) fn parse_wqe_av(av: &bindings::rxe_av) -> Option<WqeAddress> {
+    // SAFETY: Union members of plain bytes and integers: any value is valid.
+    let (dgid, fam, v4, v6) = unsafe {
+        (
+            av.grh.dgid.raw,
+            u32::from(av.sgid_addr._sockaddr_in.sin_family),
+            av.sgid_addr._sockaddr_in.sin_addr.s_addr,
+            av.sgid_addr._sockaddr_in6.sin6_addr.in6_u.u6_addr8,
+        )
+    };
+    let src = match fam {
+        bindings::AF_INET => IpAddress::V4(v4.to_ne_bytes()),
+        bindings::AF_INET6 => IpAddress::V6(v6),
+        _ => return None,
+    };
+    let dst = IpAddress::from_gid(&dgid);
+    if core::mem::discriminant(&src) != core::mem::discriminant(&dst) {
+        return None;
+    }
+    Some(WqeAddress {
+        src,
+        dst,
+        traffic_class: av.grh.traffic_class,
+        hop_limit: av.grh.hop_limit,
+    })
+}
+
+/// A send work request, parsed from the send ring.
+#[derive(Clone, Copy, Debug)]
+pub struct SendWqe {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// The operation.
+    pub opcode: SendOpcode,
+    /// `SEND_*` flags.
+    pub send_flags: u32,
+    /// Immediate data (network order) or the rkey to invalidate.
+    pub ex: u32,
+    /// Remote address (RDMA and atomics).
+    pub remote_addr: u64,
+    /// Remote key (RDMA and atomics).
+    pub rkey: u32,
+    /// Compare (CAS) or addend (FAA).
+    pub compare_add: u64,
+    /// Swap value (CAS).
+    pub swap: u64,
+    /// The message length in bytes.
+    pub length: u64,
+    /// Where the payload is (for READ: where it goes; atomics: the 8-byte result).
+    pub payload: Payload,
+    /// The destination of a UD QP's send.
+    pub ud: Option<UdDest>,
+}
+
+impl SendWqe {
+    /// A zero-length SEND without SGEs: a place to parse WQEs into
+    /// ([`Qp::sq_peek_into`]).
+    pub const EMPTY: Self = Self {
+        wr_id: 0,
+        opcode: SendOpcode::Send,
+        send_flags: 0,
+        ex: 0,
+        remote_addr: 0,
+        rkey: 0,
+        compare_add: 0,
+        swap: 0,
+        length: 0,
+        payload: Payload::Sges(SgeList::EMPTY),
+        ud: None,
+    };
+}
+
+/// A send WQE that cannot be executed: complete it with `IBV_WC_LOC_QP_OP_ERR`.
+#[derive(Clone, Copy, Debug)]
+pub struct BadWqe {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Its raw opcode.
+    pub opcode: u32,
+}
+
+/// A receive work request, parsed from the receive ring.
+#[derive(Clone, Copy, Debug)]
+pub struct RecvWqe {
+    /// The work request's id.
+    pub wr_id: u64,
+    /// Where received bytes go; `None` when user space wrote too many SGEs (complete
+    /// with `IBV_WC_LOC_LEN_ERR`).
+    pub sges: Option<SgeList>,
+}
