@@ -856,6 +856,8 @@ impl DeviceCaps {
     pub const SYS_IMAGE_GUID: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SYS_IMAGE_GUID as u64;
     /// RC QPs generate RNR NAKs.
     pub const RC_RNR_NAK_GEN: u64 = bindings::ib_device_cap_flags_IB_DEVICE_RC_RNR_NAK_GEN as u64;
+    /// SRQs can be resized (`ibv_modify_srq` of `max_wr`).
+    pub const SRQ_RESIZE: u64 = bindings::ib_device_cap_flags_IB_DEVICE_SRQ_RESIZE as u64;
 }
 
 /// `IB_PORT_*` capability flags for [`PortAttributes::port_cap_flags`].

@@ -36,6 +36,8 @@ pub(crate) const MAX_RD_ATOMIC: u32 = 128;
 const MAX_AH: u32 = 65536;
 const MAX_SRQ: u32 = 16384;
 const GID_TABLE_LEN: u32 = 1024;
+/// The IEEE vendor id of a device without an OUI, as rdma_rxe reports it.
+const VENDOR_ID: u32 = 0xff_ffff;
 
 /// The driver type of metaroce devices.
 pub(crate) struct MetaRoceDriver;
@@ -110,7 +112,9 @@ impl Driver for MetaRoceDriver {
         DeviceAttributes {
             max_mr_size: u64::MAX,
             page_size_cap: 0xffff_f000,
-            vendor_id: 0,
+            // What rdma_rxe reports (rxe_param.h): 0xffffff is "no OUI" (IBTA A3.3.1),
+            // and a software device has no part number, hardware or firmware.
+            vendor_id: VENDOR_ID,
             vendor_part_id: 0,
             hw_ver: 0,
             fw_ver: 0,
@@ -118,7 +122,8 @@ impl Driver for MetaRoceDriver {
             max_qp_wr: MAX_QP_WR,
             device_cap_flags: DeviceCaps::PORT_ACTIVE_EVENT
                 | DeviceCaps::SYS_IMAGE_GUID
-                | DeviceCaps::RC_RNR_NAK_GEN,
+                | DeviceCaps::RC_RNR_NAK_GEN
+                | DeviceCaps::SRQ_RESIZE,
             max_send_sge: MAX_SGE,
             max_recv_sge: MAX_SGE,
             max_sge_rd: MAX_SGE,
