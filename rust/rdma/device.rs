@@ -484,6 +484,7 @@ impl<T: Driver> Device<T> {
             get_dma_mr: Some(mr::get_dma_mr),
             reg_user_mr: Some(mr::reg_user_mr::<T>),
             dereg_mr: Some(mr::dereg_mr::<T>),
+            rereg_user_mr: Some(mr::rereg_user_mr),
             create_cq: Some(cq::create_cq::<T>),
             destroy_cq: Some(cq::destroy_cq::<T>),
             resize_user_cq: Some(cq::resize_user_cq::<T>),

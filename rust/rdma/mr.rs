@@ -16,6 +16,9 @@
 //! ([`MrTable::unlist`], the only way an MR leaves its table) removes the key first, so
 //! no new transfer finds it, then waits for the counted users to finish before it
 //! unpins the pages, in process context (unpinning may sleep).
+//!
+//! `ibv_rereg_mr` changes a region's PD and access rights in place, keys and pages
+//! kept (`rereg_user_mr`, as rdma_rxe); a new translation is not supported.
 
 use crate::{
     bindings,
@@ -139,16 +142,17 @@ pub enum AtomicOp {
 /// `self` and released on drop; `pages` are its pages in order (live while it is), and
 /// its first byte is at `first` in the first page. `users` counts the transfers of
 /// [`MrTable::with_mr`] that run on the region; it only rises while the region is in
-/// its table.
+/// its table. `pd` (a [`PdId`]) and `access` ([`Access`] bits) change only through
+/// `rereg_user_mr`, as single stores: a transfer sees the old or the new value.
 pub struct Mr {
     umem: NonNull<bindings::ib_umem>,
     users: Atomic<u32>,
     pages: KVVec<NonNull<bindings::page>>,
     first: usize,
-    pd: PdId,
+    pd: Atomic<usize>,
     iova: u64,
     length: u64,
-    access: Access,
+    access: Atomic<u32>,
     key: u32,
 }
 
@@ -182,12 +186,12 @@ impl Mr {
 
     /// The access rights.
     pub fn access(&self) -> Access {
-        self.access
+        Access(self.access.load(Relaxed))
     }
 
     /// The protection domain.
     pub fn pd(&self) -> PdId {
-        self.pd
+        PdId(self.pd.load(Relaxed))
     }
 
     /// The offset of `[va, va + len)` in the region; `EFAULT` when it is not inside.
@@ -342,7 +346,7 @@ impl Table<Mr> {
             if mr.key != key {
                 return Err(EINVAL);
             }
-            if mr.pd != pd || !mr.access.contains(access) {
+            if mr.pd() != pd || !mr.access().contains(access) {
                 return Err(EACCES);
             }
             // Under the table's lock, which `unlist` takes to remove the MR: a count
@@ -478,10 +482,10 @@ unsafe fn reg_user_mr_inner<T: Driver>(
         users: Atomic::new(0),
         pages,
         first,
-        pd,
+        pd: Atomic::new(pd.0),
         iova,
         length,
-        access,
+        access: Atomic::new(access.bits()),
         key: 0,
     });
     let mut key = 0;
@@ -537,4 +541,55 @@ pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
     }
     drop(obj);
     0
+}
+
+/// `rereg_user_mr`: changes an MR's PD and access rights in place, keeping its keys and
+/// its pages, as rdma_rxe does; a new translation (`IB_MR_REREG_TRANS`) is
+/// `EOPNOTSUPP`, so the core never needs a new MR from us. Transfers under way finish
+/// with the old values; later ones see the new ones.
+pub(crate) unsafe extern "C" fn rereg_user_mr(
+    ibmr: *mut bindings::ib_mr,
+    flags: kernel::ffi::c_int,
+    _start: u64,
+    _length: u64,
+    _virt_addr: u64,
+    access: kernel::ffi::c_int,
+    ibpd: *mut bindings::ib_pd,
+    _udata: *mut bindings::ib_udata,
+) -> *mut bindings::ib_mr {
+    let supported = (bindings::ib_mr_rereg_flags_IB_MR_REREG_PD | bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS) as i32;
+    if flags & !supported != 0 {
+        return EOPNOTSUPP.to_ptr();
+    }
+    // CAST: Every `ib_mr` of our devices is the first field of an `MrObject`.
+    let obj = ibmr.cast::<MrObject>();
+    // SAFETY: uverbs holds the MR's object exclusively during the verb: it is live and
+    // `mr` is not taken meanwhile (only `dereg_mr` frees the object).
+    let Some(mr) = (unsafe { (*obj).mr.as_ref() }) else {
+        // The local DMA key has no user memory to re-register.
+        return EINVAL.to_ptr();
+    };
+    // SAFETY: The umem is owned by the live `Mr` (type invariant).
+    let err = unsafe { bindings::ib_umem_check_rereg(mr.umem.as_ptr(), flags, access) };
+    if err != 0 {
+        return Error::from_errno(err).to_ptr();
+    }
+    let rereg_access = flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS as i32 != 0;
+    let access = Access::from_bits(access as u32);
+    if rereg_access {
+        if let Err(e) = access.check_mr() {
+            return e.to_ptr();
+        }
+    }
+    if flags & bindings::ib_mr_rereg_flags_IB_MR_REREG_PD as i32 != 0 {
+        if ibpd.is_null() {
+            return EINVAL.to_ptr();
+        }
+        mr.pd.store(PdId::from_raw(ibpd).0, Relaxed);
+    }
+    if rereg_access {
+        mr.access.store(access.bits(), Relaxed);
+    }
+    // NULL: the same MR, changed in place (the core then moves `ib_mr.pd` itself).
+    core::ptr::null_mut()
 }
