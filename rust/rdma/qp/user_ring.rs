@@ -110,7 +110,17 @@ impl<T: Driver> Qp<T> {
             }
             _ => (rdma.remote_addr, rdma.rkey),
         };
-        let length = if flags & SEND_INLINE != 0 {
+        // `ibv_wr_set_inline_data` of the extended QP API copies the data into the WQE
+        // and sets its length, but not `IBV_SEND_INLINE` (the flags are the user's
+        // `wr_flags`), and leaves no SGE: a WQE that can carry data, with a length and
+        // no SGE, is inline. `ibv_post_send` always sets the flag for inline data, and
+        // otherwise its length is the SGEs' sum (0 without SGEs).
+        let data_op = matches!(
+            opcode,
+            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
+        );
+        let inline = flags & SEND_INLINE != 0 || (data_op && num_sge == 0 && w.dma.length != 0);
+        let length = if inline {
             let len = w.dma.length as usize;
             if len > wq.max_inline || len > room || len > MAX_INLINE {
                 return Some(Err(bad));
