@@ -557,7 +557,8 @@ pub(crate) unsafe extern "C" fn rereg_user_mr(
     ibpd: *mut bindings::ib_pd,
     _udata: *mut bindings::ib_udata,
 ) -> *mut bindings::ib_mr {
-    let supported = (bindings::ib_mr_rereg_flags_IB_MR_REREG_PD | bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS) as i32;
+    let supported = (bindings::ib_mr_rereg_flags_IB_MR_REREG_PD
+        | bindings::ib_mr_rereg_flags_IB_MR_REREG_ACCESS) as i32;
     if flags & !supported != 0 {
         return EOPNOTSUPP.to_ptr();
     }

@@ -38,18 +38,18 @@ mod user_ring;
 mod verbs;
 mod wqe;
 
-pub use attr::{mask, QpAttributes, QpCaps, QpInit, QpType};
 pub(crate) use attr::query_qp;
+pub use attr::{mask, QpAttributes, QpCaps, QpInit, QpType};
 pub use kernel_queue::{KernelBuffers, KernelRecv, KernelSend, GSI_QPN, KERNEL_MAX_SGE};
-pub use state::{ModifyQp, QpState};
 pub(crate) use state::modify_qp;
+pub use state::{ModifyQp, QpState};
 pub(crate) use user_ring::{parse_recv, WorkQueue, RECV_WQE_HDR, SGE_SIZE};
 pub(crate) use verbs::{
     create_qp, destroy_qp, fill_res_qp_entry, object_size, post_recv, post_send, QPN_MAX, QPN_MIN,
 };
 pub use wqe::{
-    BadWqe, Payload, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress, SEND_FENCE, SEND_INLINE,
-    SEND_SIGNALED, SEND_SOLICITED,
+    BadWqe, Payload, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress, SEND_FENCE,
+    SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
 };
 
 use crate::{

@@ -4,7 +4,12 @@
 //! stores and `query_qp` reports, and the `ib_qp_attr_mask` bits.
 
 use super::{verbs::QpObject, QpState};
-use crate::{av::AddressVector, bindings, device::{Driver, Mtu}, mr::Access};
+use crate::{
+    av::AddressVector,
+    bindings,
+    device::{Driver, Mtu},
+    mr::Access,
+};
 use kernel::error::from_result;
 
 /// `ib_qp_attr_mask` bits of a modify request.

@@ -3,8 +3,18 @@
 //! The work queues of a kernel consumer's QP (UD and GSI; no rings shared with user
 //! space): its buffers, work requests and posting.
 
-use super::{attr::{QpCaps, QpType}, verbs::{QpObject, QpParts}, wqe::WqeAddress, Qp};
-use crate::{bindings, cq::CqObject, device::{Device, Driver}, mr::PdId};
+use super::{
+    attr::{QpCaps, QpType},
+    verbs::{QpObject, QpParts},
+    wqe::WqeAddress,
+    Qp,
+};
+use crate::{
+    bindings,
+    cq::CqObject,
+    device::{Device, Driver},
+    mr::PdId,
+};
 use kernel::prelude::*;
 
 /// The most SGEs of a kernel consumer's UD work request.

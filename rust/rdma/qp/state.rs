@@ -2,8 +2,16 @@
 
 //! The QP state machine: `modify_qp` requests, their checks and the transitions.
 
-use super::{attr::{mask, QpAttributes, QpCaps}, verbs::QpObject};
-use crate::{av::AddressVector, bindings, device::{Device, Driver, Mtu}, mr::Access};
+use super::{
+    attr::{mask, QpAttributes, QpCaps},
+    verbs::QpObject,
+};
+use crate::{
+    av::AddressVector,
+    bindings,
+    device::{Device, Driver, Mtu},
+    mr::Access,
+};
 use kernel::{error::from_result, prelude::*};
 
 /// A QP state (`enum ib_qp_state`).

@@ -3,7 +3,13 @@
 //! The send and receive rings a user QP shares with the rxe provider: the WQE layout
 //! and the parsing of `struct rxe_send_wqe` and `struct rxe_recv_wqe`.
 
-use super::{wqe::{parse_wqe_av, BadWqe, Payload, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, UdDest, SEND_INLINE}, Qp, QpType, MAX_INLINE, MAX_SGE};
+use super::{
+    wqe::{
+        parse_wqe_av, BadWqe, Payload, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, UdDest,
+        SEND_INLINE,
+    },
+    Qp, QpType, MAX_INLINE, MAX_SGE,
+};
 use crate::{bindings, device::Driver, queue::Queue};
 use core::mem::offset_of;
 use kernel::prelude::*;
@@ -117,7 +123,10 @@ impl<T: Driver> Qp<T> {
         // otherwise its length is the SGEs' sum (0 without SGEs).
         let data_op = matches!(
             opcode,
-            SendOpcode::Send | SendOpcode::SendWithImm | SendOpcode::RdmaWrite | SendOpcode::RdmaWriteWithImm
+            SendOpcode::Send
+                | SendOpcode::SendWithImm
+                | SendOpcode::RdmaWrite
+                | SendOpcode::RdmaWriteWithImm
         );
         let inline = flags & SEND_INLINE != 0 || (data_op && num_sge == 0 && w.dma.length != 0);
         let length = if inline {

@@ -3,10 +3,28 @@
 //! The QP verbs of `ib_device_ops` (create, destroy, post, driver attributes) and the
 //! object the core allocates for a QP.
 
-use super::{attr::{QpCaps, QpInit, QpType}, kernel_queue::{create_kernel_qp, post_kernel_sends, KernelBuffers, KernelQueues, KernelRecv}, state::QpState, user_ring::{WorkQueue, RECV_WQE_HDR, SEND_WQE_HDR, SGE_SIZE}, Inner, Qp, QpAttributes, MAX_INLINE, MAX_SGE};
-use crate::{bindings, cq::{Cq, CqObject}, device::{Device, Driver}, mmap::MmapInfo, mr::PdId, queue::{Direction, Queue}, srq::{Srq, SrqObject}, udata::UData};
+use super::{
+    attr::{QpCaps, QpInit, QpType},
+    kernel_queue::{create_kernel_qp, post_kernel_sends, KernelBuffers, KernelQueues, KernelRecv},
+    state::QpState,
+    user_ring::{WorkQueue, RECV_WQE_HDR, SEND_WQE_HDR, SGE_SIZE},
+    Inner, Qp, QpAttributes, MAX_INLINE, MAX_SGE,
+};
+use crate::{
+    bindings,
+    cq::{Cq, CqObject},
+    device::{Device, Driver},
+    mmap::MmapInfo,
+    mr::PdId,
+    queue::{Direction, Queue},
+    srq::{Srq, SrqObject},
+    udata::UData,
+};
 use core::ptr::NonNull;
-use kernel::{error::from_result, new_mutex, new_spinlock_irq, prelude::*, sync::Arc, transmute::AsBytes, types::Opaque};
+use kernel::{
+    error::from_result, new_mutex, new_spinlock_irq, prelude::*, sync::Arc, transmute::AsBytes,
+    types::Opaque,
+};
 
 /// `struct rxe_create_qp_resp`.
 #[repr(C)]

@@ -3,9 +3,13 @@
 //! Work requests as the driver sees them: SGEs, opcodes and flags, payloads, the
 //! parsed send and receive WQEs and the address of a UD send.
 
-use super::MAX_SGE;
 use super::MAX_INLINE;
-use crate::{av::{AddressVector, IpAddress}, bindings, cq::WcOpcode};
+use super::MAX_SGE;
+use crate::{
+    av::{AddressVector, IpAddress},
+    bindings,
+    cq::WcOpcode,
+};
 
 /// A scatter/gather element (`struct rxe_sge`).
 #[derive(Clone, Copy, Debug, Default)]
