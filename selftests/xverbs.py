@@ -123,7 +123,8 @@ class Wc:
     def __str__(self):
         return (f'wr_id={self.wr_id} status={WC_NAMES.get(self.status, self.status)} '
                 f'opcode={self.opcode} byte_len={self.byte_len} imm={self.imm:#x} '
-                f'qp_num={self.qp_num} src_qp={self.src_qp} wc_flags={self.wc_flags:#x}')
+                f'qp_num={self.qp_num} src_qp={self.src_qp} wc_flags={self.wc_flags:#x} '
+                f'slid={self.slid} sl={self.sl} dlid_path_bits={self.dlid_path_bits}')
 
 
 def read_wc(cq):
@@ -137,6 +138,7 @@ def read_wc(cq):
     w.imm = socket.ntohl(cq.read_imm_data()) if w.wc_flags & e.IBV_WC_WITH_IMM else 0
     w.qp_num = cq.read_qp_num()
     w.src_qp = cq.read_src_qp()
+    w.slid, w.sl, w.dlid_path_bits = cq.read_slid(), cq.read_sl(), cq.read_dlid_path_bits()
     return w
 
 
@@ -267,7 +269,9 @@ def case_qp_ex(dev, peer_dev):
     [s] = poll_ex(a.scq, 1, what='SEND completion')
     expect(s, 'SEND', wr_id=11, status=e.IBV_WC_SUCCESS, opcode=e.IBV_WC_SEND, qp_num=qa)
     [r] = poll_ex(b.rcq, 1, what='SEND receive')
-    expect(r, 'SEND recv', wr_id=1, status=e.IBV_WC_SUCCESS, opcode=e.IBV_WC_RECV, qp_num=qb)
+    # RoCE has no LIDs; service level 0 (the QPs' AVs ask for none).
+    expect(r, 'SEND recv', wr_id=1, status=e.IBV_WC_SUCCESS, opcode=e.IBV_WC_RECV, qp_num=qb,
+           slid=0, sl=0, dlid_path_bits=0)
     check(not r.wc_flags & e.IBV_WC_WITH_IMM, f'SEND recv: wc_flags {r.wc_flags:#x} has WITH_IMM')
     deviation(r.byte_len == 3000 and b.mr.read(3000, 8192) == data,
               f'SEND of 2 SGEs (ibv_wr_set_sge_list): byte_len {r.byte_len} of 3000, '
