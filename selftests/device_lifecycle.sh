@@ -13,7 +13,12 @@
 PY=/usr/bin/python3
 : "${CYCLES:=10}"
 
-trap cleanup_devices_and_ns EXIT
+cleanup() {
+	local d
+	for d in rxe0 rxe1 rxe2; do rdma link del "$d" 2>/dev/null; done
+	cleanup_devices_and_ns
+}
+trap cleanup EXIT
 
 setup() {
 	load_metaroce || return 1
@@ -36,6 +41,16 @@ test_create_query() {
 	echo "$info" | grep -q 'active_mtu:.*1024' || { fail "active_mtu at MTU 1500 is not 1024"; return; }
 	busywait 5000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '::ffff:198.18.0.1'" \
 		|| { fail "no IPv4-mapped GID for 198.18.0.1"; return; }
+	# IPv6: a global address and the link-local default GID (the core finds the
+	# netdev through ops.get_netdev: the device does not give it with set_netdev).
+	ip -n "$NSA" addr add 2001:db8::1/64 dev vethA nodad
+	busywait 5000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '2001:db8::1'" \
+		|| { fail "no GID for 2001:db8::1"; return; }
+	ip netns exec "$NSA" ibv_devinfo -v -d mroce0 | grep -q 'fe80:' \
+		|| { fail "no link-local GID"; return; }
+	ip -n "$NSA" addr del 2001:db8::1/64 dev vethA
+	busywait 5000 sh -c "! ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '2001:db8::1'" \
+		|| { fail "the GID for 2001:db8::1 stayed after the address went"; return; }
 	# The node GUID is the EUI-64 of vethA's MAC.
 	local mac guid
 	mac=$(ip -n "$NSA" -br link show vethA | awk '{print $3}')
@@ -62,12 +77,23 @@ PY
 }
 
 test_port_follows_netdev() {
+	# The port events come from the driver's netdev notifier (the RDMA core's does not
+	# know our netdev): an application sees PORT_ERR and PORT_ACTIVE.
+	local watch=/tmp/metaroce-asyncwatch.$$ wpid
+	ip netns exec "$NSA" timeout 30 ibv_asyncwatch -d mroce0 >"$watch" 2>&1 &
+	wpid=$!
+	sleep 1
 	ip -n "$NSA" link set vethA down
 	busywait 5000 sh -c '[ "$(rdma link show mroce0/1 | sed -n "s/.* state \([A-Z_]*\).*/\1/p")" = DOWN ]' \
 		|| { fail "port not DOWN after link down: $(rdma link show mroce0/1)"; return; }
 	ip -n "$NSA" link set vethA up
 	busywait 5000 sh -c '[ "$(rdma link show mroce0/1 | sed -n "s/.* state \([A-Z_]*\).*/\1/p")" = ACTIVE ]' \
 		|| { fail "port not ACTIVE after link up"; return; }
+	busywait 5000 grep -q 'PORT_ACTIVE' "$watch"
+	kill "$wpid" 2>/dev/null; wait "$wpid" 2>/dev/null
+	grep -q 'PORT_ERR' "$watch" && grep -q 'PORT_ACTIVE' "$watch" \
+		|| { fail "no PORT_ERR/PORT_ACTIVE events: $(tr '\n' ' ' <"$watch")"; return; }
+	rm -f "$watch"
 	ip -n "$NSA" link set vethA mtu 9000
 	ip netns exec "$NSA" ibv_devinfo -d mroce0 | grep -q 'active_mtu:.*4096' \
 		|| { fail "active_mtu did not follow MTU 9000"; return; }
@@ -117,6 +143,93 @@ test_netdev_removed() {
 	return $KSFT_PASS
 }
 
+# rxe_pingpong: 20 RC SEND exchanges between rxe0 (NSA, 198.19.0.1) and rxe1 (NSB).
+rxe_pingpong() {
+	local ga gb srv out
+	ga=$(gid_index "$NSA" rxe0 198.19.0.1) gb=$(gid_index "$NSB" rxe1 198.19.0.2)
+	[ -n "$ga" ] && [ -n "$gb" ] || { fail "no RoCE v2 GID on rxe0/rxe1"; return; }
+	ip netns exec "$NSA" timeout 30 ibv_rc_pingpong -d rxe0 -g "$ga" -p 18700 -n 20 >/tmp/rxe_pp.srv 2>&1 &
+	srv=$!
+	sleep 1
+	out=$(ip netns exec "$NSB" timeout 30 ibv_rc_pingpong -d rxe1 -g "$gb" -p 18700 -n 20 198.19.0.1 2>&1)
+	if ! wait $srv || ! echo "$out" | grep -q '20 iters in'; then
+		sed 's/^/#   srv: /' /tmp/rxe_pp.srv | tail -5
+		echo "$out" | sed 's/^/#   cli: /' | tail -5
+		fail "ibv_rc_pingpong over rdma_rxe failed $1"
+		return
+	fi
+	return $KSFT_PASS
+}
+
+# send_rxe_bth NS DST: a RoCE v2 UD SEND with a valid ICRC to DST:4791, to the multicast
+# QPN (rdma_rxe's receive takes its device's multicast lock for it), from NS.
+send_rxe_bth() {
+	ip netns exec "$1" $PY - "$2" <<'PY'
+import socket, struct, sys, zlib
+dst = sys.argv[1]
+src = socket.inet_aton({"198.18.0.1": "198.18.0.2"}.get(dst, "198.18.0.1"))
+bth = struct.pack("!BBHI I", 0x64, 0, 0xffff, 0xffffff, 1)    # UD SEND_ONLY, QPN 0xffffff
+deth = struct.pack("!II", 0x11111111, 2)
+pay = b"\0" * 8
+udp_len = 8 + len(bth) + len(deth) + len(pay) + 4
+ip = struct.pack("!BBHHHBBH4s4s", 0x45, 0, 20 + udp_len, 1, 0x4000, 64, 17, 0,
+                 src, socket.inet_aton(dst))
+udp = struct.pack("!HHHH", 4791, 4791, udp_len, 0)
+# The ICRC as rdma_rxe checks it: TTL, TOS, both checksums and BTH resv8a masked to ones.
+masked = ip[:1] + b"\xff" + ip[2:8] + b"\xff" + ip[9:10] + b"\xff\xff" + ip[12:] \
+    + udp[:6] + b"\xff\xff" + bth[:4] + b"\xff" + bth[5:] + deth + pay
+icrc = zlib.crc32(masked, ~0xdebb20e3 & 0xffffffff)
+pkt = ip + udp + bth + deth + pay + struct.pack("<I", icrc)
+s = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+for _ in range(4):
+    s.sendto(pkt, (dst, 0))
+PY
+}
+
+# rdma_rxe shares our driver id (rdma-core's rxe provider binds to it). rdma_rxe must
+# not find our devices by netdev: its notifier would run rxe_net_del on ours and drop
+# its UDP socket's reference (after which its devices in the namespace receive nothing),
+# and its port 4791 receive would take ours for a struct rxe_dev.
+test_beside_rxe() {
+	modprobe rdma_rxe || return $KSFT_SKIP
+	create_pair || { fail "create failed"; return; }
+	ip link add vethC netns "$NSA" type veth peer name vethD netns "$NSB" || { fail "vethC"; return; }
+	ip -n "$NSA" addr add 198.19.0.1/24 dev vethC && ip -n "$NSB" addr add 198.19.0.2/24 dev vethD
+	ip -n "$NSA" link set vethC up && ip -n "$NSB" link set vethD up
+	ip netns exec "$NSA" rdma link add rxe0 type rxe netdev vethC || { fail "rxe0"; return; }
+	ip netns exec "$NSB" rdma link add rxe1 type rxe netdev vethD || { fail "rxe1"; return; }
+	busywait 10000 sh -c "[ -n \"\$(ip netns exec $NSA ibv_devinfo -v -d rxe0 | grep ::ffff:198.19.0.1)\" ]" \
+		|| { fail "rxe0 has no GID"; return; }
+	wait_pair_gids || { fail "metaroce GIDs"; return; }
+	rxe_pingpong "before anything" || return
+	# A BTH to rdma_rxe's port at our netdev's address: rdma_rxe must not take it.
+	send_rxe_bth "$NSB" 198.18.0.1 || { fail "sending the BTH failed"; return; }
+	send_rxe_bth "$NSA" 198.18.0.2 || { fail "sending the BTH failed"; return; }
+	sleep 1
+	rdma_dev_exists mroce0 || { fail "mroce0 gone after the BTH"; return; }
+	ip -n "$NSA" link del vethA   # also removes vethB
+	busywait 10000 rdma_dev_gone mroce0 || { fail "mroce0 survived its netdev"; return; }
+	busywait 10000 rdma_dev_gone mroce1 || { fail "mroce1 survived its netdev"; return; }
+	rxe_pingpong "after our netdevs were deleted" || return
+	# A namespace with both kinds of device on one veth pair, deleted whole.
+	local nse
+	setup_ns NSE || { fail "netns"; return; }
+	nse=$NSE
+	ip -n "$nse" link add vethE type veth peer name vethF || { fail "vethE"; return; }
+	ip -n "$nse" addr add 198.20.0.1/24 dev vethE && ip -n "$nse" addr add 198.20.0.2/24 dev vethF
+	ip -n "$nse" link set vethE up && ip -n "$nse" link set vethF up
+	ip netns exec "$nse" rdma link add rxe2 type rxe netdev vethE || { fail "rxe2"; return; }
+	ip netns exec "$nse" rdma link add mroce2 type metaroce netdev vethF || { fail "mroce2"; return; }
+	ip netns del "$nse"
+	busywait 10000 rdma_dev_gone mroce2 || { fail "mroce2 survived its namespace"; return; }
+	busywait 10000 rdma_dev_gone rxe2 || { fail "rxe2 survived its namespace"; return; }
+	rxe_pingpong "after a namespace with both was deleted" || return
+	rdma link del rxe0 && rdma link del rxe1 || { fail "rdma link del rxe"; return; }
+	ip -n "$NSA" link del vethC
+	veth_pair "$NSA" "$NSB" || { fail "veth re-create failed"; return; }
+	return $KSFT_PASS
+}
+
 test_rmmod_with_devices() {
 	create_pair || { fail "create failed"; return; }
 	# Hold a user context and a PD open while the module goes away.
@@ -155,7 +268,7 @@ PY
 }
 
 ktap_print_header
-ktap_set_plan 8
+ktap_set_plan 9
 if ! setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -167,5 +280,6 @@ ktap_test "missing netdev and second device are refused" test_bad_requests
 ktap_test "rdma link del removes the devices" test_delete
 ktap_test "create and delete $CYCLES times" test_create_delete
 ktap_test "deleting the netdev removes the device" test_netdev_removed
+ktap_test "beside rdma_rxe: rxe does not take our devices" test_beside_rxe
 ktap_test "rmmod with devices and an open context" test_rmmod_with_devices
 ktap_finished
