@@ -13,7 +13,7 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AH, AHAttr, GlobalRoute
+from pyverbs.addr import AH, AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -702,6 +702,23 @@ def case_ud(dev, peer_dev):
     check(ud_send(a, qa, ah, qb, 0x2222, mtu + 1) == e.IBV_WC_LOC_LEN_ERR, f'{mtu + 1} B over MTU {mtu} sent')
 
 
+def case_ud_dst(dev, peer_dev):
+    """[MR-UD-5]: a datagram routed to the peer's interface for an address that is not
+    one of the peer device's (198.18.9.2, on the peer namespace's lo; ud.sh adds it and
+    the route) is dropped; the same datagram to the device's address is received."""
+    a, b = Side(dev), Side(peer_dev)
+    qa, qb = make_ud_qp(a, 0x1111), make_ud_qp(b, 0x2222)
+    for i in range(2):
+        qb.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(b.mr.buf + 1024 * i, 40 + 256, b.mr.lkey)]))
+    other = GID(str(b.gid)[:-9] + 'c612:0902')
+    for dgid, want in ((other, []), (b.gid, [100])):
+        ah = AH(a.pd, attr=AHAttr(gr=GlobalRoute(dgid=dgid, sgid_index=a.gid_index, hop_limit=64),
+                                  is_global=1, port_num=1))
+        check(ud_send(a, qa, ah, qb, 0x2222, 64) == e.IBV_WC_SUCCESS, f'send to {dgid} failed locally')
+        got = [w.wr_id for w in poll_until(b.cq, 1, seconds=3)]
+        check(got == want, f'datagram to {dgid}: received {got}, want {want}')
+
+
 def fill_to_limit(make, limit, what):
     """Creates objects with make() until one is refused, which must be with ENOMEM,
     after at most limit and at least limit - 16 (the kernel holds a few objects of its
@@ -736,7 +753,7 @@ def case_limits(dev):
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
-    'ud': case_ud, 'solicited': case_solicited, 'limits': case_limits,
+    'ud': case_ud, 'ud_dst': case_ud_dst, 'solicited': case_solicited, 'limits': case_limits,
     'qp_modify_live': case_qp_modify_live, 'comm_est': case_comm_est,
 }
 

@@ -367,6 +367,37 @@ impl<T: Driver> Device<T> {
         self.port_netdev.lock().clone()
     }
 
+    /// Returns `true` when port 1's GID table holds `addr` (an IPv4 address as its
+    /// IPv4-mapped GID) as a RoCE v2 GID: an address of the device's netdev. What
+    /// rdma_rxe's `rxe_chk_dgid` asks of a received datagram's destination. Any context.
+    pub fn has_roce_gid(&self, addr: core::net::IpAddr) -> bool {
+        let raw = match addr {
+            core::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            core::net::IpAddr::V6(a) => a.octets(),
+        };
+        let gid = bindings::ib_gid { raw };
+        // SAFETY: The device is live and `gid` outlives the call; with a NULL netdev
+        // the GID's own netdev is not compared. The lookup takes the table's IRQ-safe
+        // read lock and returns a held attribute or an error pointer.
+        let attr = unsafe {
+            bindings::rdma_find_gid_by_port(
+                self.as_raw(),
+                &gid,
+                bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP,
+                1,
+                ptr::null_mut(),
+            )
+        };
+        match kernel::error::from_err_ptr(attr.cast_mut()) {
+            Ok(attr) => {
+                // SAFETY: A held attribute from the lookup, released once.
+                unsafe { bindings::rdma_put_gid_attr(attr) };
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
     /// Sends the port event (`IB_EVENT_PORT_ACTIVE` or `IB_EVENT_PORT_ERR`) for the
     /// state of `netdev` if it is this device's netdev and the state changed since the
     /// last event: what the RDMA core's netdev notifier does for the devices it knows
