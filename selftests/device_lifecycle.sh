@@ -267,8 +267,61 @@ PY
 	return $KSFT_PASS
 }
 
+# Spec [MR-SEC-9]: the module parameter max_conns bounds the connections (peer
+# addresses) of a device; RTR to one more new peer fails with ENOSPC, counted.
+test_max_conns() {
+	[ -x $PY ] && $PY -c 'import pyverbs' 2>/dev/null || return $KSFT_SKIP
+	local i rc
+	rmmod metaroce || { fail "rmmod"; return; }
+	insmod "$METAROCE_KO" max_conns=3 || { fail "insmod max_conns=3"; return; }
+	create_pair && wait_pair_gids || { fail "create failed"; return; }
+	for i in 3 4 5; do ip -n "$NSB" addr add 198.18.0.$i/24 dev vethB; done
+	ip netns exec "$NSA" timeout 120 $PY "$(dirname "$0")/verbs_objects.py" max_conns mroce0 mroce1 3 2>&1 | sed 's/^/# /'
+	rc=${PIPESTATUS[0]}
+	ktap_print_msg "conns_refused $(counter mroce0 conns_refused), conns_open $(counter mroce0 conns_open)"
+	[ "$(counter mroce0 conns_refused)" = 1 ] || rc=1
+	for i in 3 4 5; do ip -n "$NSB" addr del 198.18.0.$i/24 dev vethB; done
+	delete_pair
+	rmmod metaroce && load_metaroce || { fail "reload"; return; }
+	[ "$rc" = 0 ] || { fail "max_conns"; return; }
+	return $KSFT_PASS
+}
+
+# The kernel memory of connections is charged to the memory cgroup of the process
+# whose RTR created them: 4 connections (about 300 KiB each) show in its "kernel"
+# figure, and leave it when their QPs are destroyed.
+test_conn_memory() {
+	[ -x $PY ] && $PY -c 'import pyverbs' 2>/dev/null || return $KSFT_SKIP
+	local cg=/sys/fs/cgroup/metaroce-acct flag=/tmp/metaroce-acct.$$ i pid k1 k2 rc=0
+	[ -f /sys/fs/cgroup/cgroup.controllers ] || mount -t cgroup2 none /sys/fs/cgroup 2>/dev/null
+	grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null || return $KSFT_SKIP
+	echo +memory > /sys/fs/cgroup/cgroup.subtree_control
+	mkdir -p $cg || return $KSFT_SKIP
+	create_pair && wait_pair_gids || { fail "create failed"; return; }
+	for i in 3 4 5; do ip -n "$NSB" addr add 198.18.0.$i/24 dev vethB; done
+	rm -f $flag.*
+	sh -c "echo \$\$ > $cg/cgroup.procs; exec ip netns exec $NSA $PY $(dirname "$0")/verbs_objects.py conn_memory mroce0 mroce1 4 $flag" &
+	pid=$!
+	busywait 60000 test -e $flag.ready || rc=1
+	k1=$(awk '$1 == "kernel" {print $2}' $cg/memory.stat)
+	touch $flag.go
+	busywait 60000 test -e $flag.done || rc=1
+	sleep 1
+	k2=$(awk '$1 == "kernel" {print $2}' $cg/memory.stat)
+	touch $flag.exit
+	wait $pid
+	ktap_print_msg "cgroup kernel memory with 4 connections $k1, after their QPs went $k2 ($(((k1 - k2) / 1024)) KiB)"
+	for i in 3 4 5; do ip -n "$NSB" addr del 198.18.0.$i/24 dev vethB; done
+	delete_pair
+	rm -f $flag.*
+	rmdir $cg
+	[ $rc = 0 ] || { fail "the QP holder did not run"; return; }
+	[ $((k1 - k2)) -ge $((4 * 256 * 1024)) ] || { fail "under 256 KiB per connection charged to the cgroup"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 9
+ktap_set_plan 11
 if ! setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -282,4 +335,6 @@ ktap_test "create and delete $CYCLES times" test_create_delete
 ktap_test "deleting the netdev removes the device" test_netdev_removed
 ktap_test "beside rdma_rxe: rxe does not take our devices" test_beside_rxe
 ktap_test "rmmod with devices and an open context" test_rmmod_with_devices
+ktap_test "max_conns=3: RTR to a fourth peer address fails with ENOSPC" test_max_conns
+ktap_test "connection memory is charged to the creating process's memory cgroup" test_conn_memory
 ktap_finished

@@ -719,6 +719,67 @@ def case_ud_dst(dev, peer_dev):
         check(got == want, f'datagram to {dgid}: received {got}, want {want}')
 
 
+def case_max_conns(dev, peer_dev, limit):
+    """[MR-SEC-9]: with max_conns=limit, RTR of a QP to a new peer address beyond the
+    limit fails with ENOSPC; QPs to the peers already connected still bind.
+    device_lifecycle.sh gives the peer's vethB the addresses 198.18.0.2 to .9."""
+    limit = int(limit)
+    a, b = Side(dev), Side(peer_dev)
+    prefix = str(b.gid)[:-4]
+    qps = []
+
+    def rtr(host):
+        qp = make_rc_qp(a.pd, a.cq)
+        qps.append(qp)
+        s = Side.__new__(Side)
+        s.qp = qp
+        to_init(s)
+        attr = rtr_attr(a, b)
+        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(prefix + f'{host:04x}'), sgid_index=a.gid_index,
+                                             hop_limit=64), is_global=1, port_num=1)
+        qp.modify(attr, RTR_MASK)
+
+    for i in range(limit):
+        rtr(2 + i)
+    refused(errno.ENOSPC, lambda: rtr(2 + limit), f'RTR to peer {limit + 1} of max_conns {limit}')
+    rtr(2)
+    for qp in qps:
+        qp.close()
+    # The connections went with their QPs: a new peer is taken again.
+    rtr(2 + limit)
+    print(f'max_conns {limit}: peer {limit + 1} refused with ENOSPC, taken once the others went')
+
+
+def case_conn_memory(dev, peer_dev, n, flag):
+    """Holds RC QPs in RTR to n peer addresses (198.18.0.2 on, each one connection)
+    until flag.go exists, with flag.ready written once they are; then destroys them
+    and writes flag.done. device_lifecycle.sh reads the memory cgroup in between."""
+    n = int(n)
+    a, b = Side(dev), Side(peer_dev)
+    prefix = str(b.gid)[:-4]
+    qps = []
+    for i in range(n):
+        qp = make_rc_qp(a.pd, a.cq)
+        qps.append(qp)
+        s = Side.__new__(Side)
+        s.qp = qp
+        to_init(s)
+        attr = rtr_attr(a, b)
+        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(prefix + f'{2 + i:04x}'), sgid_index=a.gid_index,
+                                             hop_limit=64), is_global=1, port_num=1)
+        qp.modify(attr, RTR_MASK)
+    open(flag + '.ready', 'w').close()
+    end = time.monotonic() + 60
+    while not os.path.exists(flag + '.go') and time.monotonic() < end:
+        time.sleep(0.05)
+    for qp in qps:
+        qp.close()
+    open(flag + '.done', 'w').close()
+    end = time.monotonic() + 60
+    while not os.path.exists(flag + '.exit') and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 def fill_to_limit(make, limit, what):
     """Creates objects with make() until one is refused, which must be with ENOMEM,
     after at most limit and at least limit - 16 (the kernel holds a few objects of its
@@ -753,7 +814,8 @@ def case_limits(dev):
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
-    'ud': case_ud, 'ud_dst': case_ud_dst, 'solicited': case_solicited, 'limits': case_limits,
+    'ud': case_ud, 'ud_dst': case_ud_dst, 'max_conns': case_max_conns,
+    'conn_memory': case_conn_memory, 'solicited': case_solicited, 'limits': case_limits,
     'qp_modify_live': case_qp_modify_live, 'comm_est': case_comm_est,
 }
 

@@ -32,6 +32,12 @@ module! {
     description: "MetaRoCE: RDMA over lossy Ethernet (software device)",
     license: "GPL",
     alias: ["rdma-link-metaroce"],
+    params: {
+        max_conns: u32 {
+            default: 1024,
+            description: "Most connections (peer addresses) per device; a QP to a new peer beyond them fails RTR with ENOSPC",
+        },
+    },
 }
 
 /// The module: one link type, the devices it created, a netdev notifier and the UDP
