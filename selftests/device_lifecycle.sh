@@ -207,7 +207,17 @@ test_beside_rxe() {
 	send_rxe_bth "$NSA" 198.18.0.2 || { fail "sending the BTH failed"; return; }
 	sleep 1
 	rdma_dev_exists mroce0 || { fail "mroce0 gone after the BTH"; return; }
+	# Our netdevs go while a ping-pong runs over them (it then fails, as it must).
+	local ga gb s c
+	ga=$(gid_index "$NSA" mroce0 198.18.0.1) gb=$(gid_index "$NSB" mroce1 198.18.0.2)
+	ip netns exec "$NSA" timeout 60 ibv_rc_pingpong -d mroce0 -g "$ga" -p 18701 -n 1000000 >/dev/null 2>&1 &
+	s=$!
+	sleep 1
+	ip netns exec "$NSB" timeout 60 ibv_rc_pingpong -d mroce1 -g "$gb" -p 18701 -n 1000000 198.18.0.1 >/dev/null 2>&1 &
+	c=$!
+	sleep 3
 	ip -n "$NSA" link del vethA   # also removes vethB
+	kill $s $c 2>/dev/null; wait $s $c 2>/dev/null
 	busywait 10000 rdma_dev_gone mroce0 || { fail "mroce0 survived its netdev"; return; }
 	busywait 10000 rdma_dev_gone mroce1 || { fail "mroce1 survived its netdev"; return; }
 	rxe_pingpong "after our netdevs were deleted" || return
@@ -320,8 +330,38 @@ test_conn_memory() {
 	return $KSFT_PASS
 }
 
+# Spec [MR-SEC-8]: datagrams with dst_conn 0 (authenticated by the source address
+# alone) are queued within the device's budget: with open_rate=100, most of 3000 OPENs
+# from the peer's address to a connection still opening are dropped and counted.
+test_open_budget() {
+	[ -x $PY ] && $PY -c 'import pyverbs' 2>/dev/null || return $KSFT_SKIP
+	local flag=/tmp/metaroce-open.$$ pid n rc=0 dir
+	dir=$(dirname "$0")
+	rmmod metaroce && insmod "$METAROCE_KO" open_rate=100 || { fail "insmod open_rate=100"; return; }
+	create_pair && wait_pair_gids || { fail "create failed"; return; }
+	rm -f $flag.*
+	# A QP of mroce0 in RTR to 198.18.0.2, whose side has none: the connection opens.
+	ip netns exec "$NSA" $PY "$dir/verbs_objects.py" conn_memory mroce0 mroce1 1 $flag &
+	pid=$!
+	busywait 60000 test -e $flag.ready || rc=1
+	ip netns exec "$NSB" timeout 60 $PY "$dir/hostile_packets.py" 198.18.0.1 0 0x1234 open_flood 3000 | sed 's/^/# /'
+	sleep 1
+	n=$(counter mroce0 rx_open_limited)
+	ktap_print_msg "3000 OPENs at open_rate=100: rx_open_limited $n, rx_no_conn $(counter mroce0 rx_no_conn)"
+	touch $flag.go
+	busywait 60000 test -e $flag.done
+	touch $flag.exit
+	wait $pid
+	rm -f $flag.*
+	delete_pair
+	rmmod metaroce && load_metaroce || { fail "reload"; return; }
+	[ $rc = 0 ] || { fail "the QP holder did not run"; return; }
+	[ "$n" -ge 1000 ] || { fail "rx_open_limited $n, expected at least 1000 of 3000"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 11
+ktap_set_plan 12
 if ! setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -337,4 +377,5 @@ ktap_test "beside rdma_rxe: rxe does not take our devices" test_beside_rxe
 ktap_test "rmmod with devices and an open context" test_rmmod_with_devices
 ktap_test "max_conns=3: RTR to a fourth peer address fails with ENOSPC" test_max_conns
 ktap_test "connection memory is charged to the creating process's memory cgroup" test_conn_memory
+ktap_test "open_rate=100: OPENs with dst_conn 0 beyond the budget are dropped" test_open_budget
 ktap_finished

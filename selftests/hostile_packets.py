@@ -83,8 +83,13 @@ def cases(dst, src, rnd):
             yield ack(dst, other, [(0, 0, 0, 0, bytes(32))])
         yield control(0, src, CTRL_CLOSE, value=7)
 
+    def open_flood():
+        # One OPEN with dst_conn 0 per round, to a connection still opening
+        # (device_lifecycle.sh): the device takes them within its budget ([MR-SEC-8]).
+        yield control(0, src, CTRL_OPEN, flags=OPEN_FLAG)
+
     return {"far_acks": far_acks, "far_floors": far_floors, "late_open": late_open,
-            "malformed": malformed, "wrong_src": wrong_src}
+            "malformed": malformed, "wrong_src": wrong_src, "open_flood": open_flood}
 
 
 def main():

@@ -155,16 +155,16 @@ pub(crate) struct Engine {
     /// Serializes creating and retiring connections.
     #[pin]
     bind_lock: Mutex<()>,
-    /// The budget of datagrams with `dst_conn` 0 ([`OPEN_RATE`], [`OPEN_BURST`]).
+    /// The budget of datagrams with `dst_conn` 0 (`open_rate`, [`OPEN_BURST`]).
     #[pin]
     open_budget: SpinLockIrq<TokenBucket>,
 }
 
 /// Datagrams with `dst_conn` 0 (a peer opening a connection, before it has our id) a
-/// device queues per second, and at most at once (spec [MR-SEC-8]). A peer sends such
-/// datagrams for one round trip per connection it opens; a spoofer of a peer's address
-/// could otherwise fill inboxes with them at line rate.
-pub(crate) const OPEN_RATE: u32 = 20_000;
+/// device queues at most at once; per second, the module parameter `open_rate` (spec
+/// [MR-SEC-8]). A peer sends such datagrams for one round trip per connection it
+/// opens; a spoofer of a peer's address could otherwise fill inboxes with them at line
+/// rate.
 pub(crate) const OPEN_BURST: u32 = 1024;
 
 /// Data packets a receiver acknowledges at once. ACKs cost a software transport
@@ -223,7 +223,7 @@ impl Engine {
                 conns <- new_spinlock_irq!(KVec::new()),
                 bind_lock <- new_mutex!(()),
                 open_budget <- new_spinlock_irq!(TokenBucket::new(
-                    OPEN_RATE,
+                    crate::module_parameters::open_rate.value(),
                     OPEN_BURST,
                     Instant::from_nanos(rdma::clock::local_ns()),
                 )),
