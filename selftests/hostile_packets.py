@@ -74,8 +74,22 @@ def cases(dst, src, rnd):
         yield header(ACK, dst, src) + struct.pack(">IHBB", 0, 0, 255, 0) + bytes(40)
         yield control(dst, src, 99)
 
+    def wrong_src():
+        # Our id in dst_conn but another src_conn than the peer's, and dst_conn 0
+        # without OPEN: refused before they are queued ([MR-CONN-5], [MR-SEC-8]).
+        for _ in range(8):
+            other = (src + 1 + rnd.getrandbits(31)) & 0xFFFFFFFF or 1
+            yield control(dst, other, CTRL_CLOSE, value=7)
+            yield ack(dst, other, [(0, 0, 0, 0, bytes(32))])
+        yield control(0, src, CTRL_CLOSE, value=7)
+
+    def open_flood():
+        # One OPEN with dst_conn 0 per round, to a connection still opening
+        # (device_lifecycle.sh): the device takes them within its budget ([MR-SEC-8]).
+        yield control(0, src, CTRL_OPEN, flags=OPEN_FLAG)
+
     return {"far_acks": far_acks, "far_floors": far_floors, "late_open": late_open,
-            "malformed": malformed}
+            "malformed": malformed, "wrong_src": wrong_src, "open_flood": open_flood}
 
 
 def main():

@@ -6,7 +6,8 @@
 # MetaRoCE packets from the peer's own address, with both connection ids (read from
 # debugfs): ACKs for PSNs half the sequence space away (each of which locked a CPU
 # for seconds before the fix), PATH_FLOORs anywhere (which blackholed a path), OPEN
-# with dst_conn 0 after setup (including a CLOSE), and malformed headers. The
+# with dst_conn 0 after setup (including a CLOSE), malformed headers, and our id with
+# another src_conn than the peer's (or dst_conn 0 without OPEN). The
 # ping-pong must complete, the drops must be counted, and the kernel log stay clean.
 
 . "$(dirname "$0")/lib.sh"
@@ -43,7 +44,7 @@ attack() {
 	wait $srv; rc=$((rc | $?))
 	after=$(counter mroce0 rx_dropped)
 	ktap_print_msg "mroce0 conn $local (peer $peer): rx_dropped $before -> $after," \
-		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_wrong_conn $(counter mroce0 rx_wrong_conn), rx_late_open $(counter mroce0 rx_late_open)," \
+		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_wrong_conn $(counter mroce0 rx_wrong_conn), rx_late_open $(counter mroce0 rx_late_open), rx_wrong_src $(counter mroce0 rx_wrong_src)," \
 		"ns_rx_malformed $(counter mroce0 ns_rx_malformed), rx_bad_header $(counter mroce0 rx_bad_header)"
 	if [ $rc != 0 ] || ! grep -q '3000 iters in' "$LOG/cli"; then
 		tail -5 "$LOG/srv" "$LOG/cli" | sed 's/^/#   /'
@@ -68,9 +69,10 @@ test_far_acks() { attack far_acks 25 && counted rx_out_of_window; }
 test_far_floors() { attack far_floors 10 && counted rx_out_of_window; }
 test_late_open() { attack late_open 20 && counted rx_late_open; }
 test_malformed() { attack malformed 5 && counted rx_dropped; }
+test_wrong_src() { attack wrong_src 10 && counted rx_wrong_src; }
 
 ktap_print_header
-ktap_set_plan 4
+ktap_set_plan 5
 load_metaroce || exit $KSFT_FAIL
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 perftest_setup || { ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
@@ -78,4 +80,5 @@ ktap_test "forged ACKs for PSNs never sent (16 blocks, cum_psn +2^31) are droppe
 ktap_test "forged PATH_FLOORs anywhere in the sequence space are dropped" test_far_floors
 ktap_test "OPEN with dst_conn 0 after setup (and a CLOSE in it) is refused" test_late_open
 ktap_test "truncated, bad-version, bad-type and absurd-count datagrams are dropped" test_malformed
+ktap_test "our id with another src_conn, or dst_conn 0 without OPEN, is refused before queueing" test_wrong_src
 ktap_finished

@@ -5,7 +5,7 @@
 # other over veth: ibv_ud_pingpong, perftest ib_send_bw and ib_send_lat with -c UD, and
 # the datagram rules verbs applications rely on (verbs_objects.py ud): the GRH area,
 # immediate data, source QP, Q_Key filtering and the QP's own Q_Key, a receive too
-# short, a send over the MTU.
+# short, a send over the MTU; a datagram for an address that is not the device's.
 #
 #   MROCE_TYPE=metaroce (default) or MROCE_TYPE=rxe runs the tools on rdma_rxe.
 
@@ -40,8 +40,25 @@ test_ud_rules() {
 	return $KSFT_PASS
 }
 
+# Spec [MR-UD-5]: a datagram for an address that is not the device's, routed to its
+# netdev (198.18.9.2 is on lo in $NSB, routed over vethA from $NSA), is dropped.
+test_ud_dst() {
+	[ "$MROCE_TYPE" = metaroce ] || return $KSFT_SKIP
+	local before after rc
+	ip -n "$NSB" addr add 198.18.9.2/32 dev lo && ip -n "$NSA" route add 198.18.9.2/32 dev vethA \
+		|| { fail "cannot add the address and route"; return; }
+	before=$(counter mroce1 ud_rx_dropped)
+	py_run 60 "$VO" ud_dst mroce0 mroce1
+	rc=$PY_RC
+	after=$(counter mroce1 ud_rx_dropped)
+	ip -n "$NSA" route del 198.18.9.2/32 dev vethA; ip -n "$NSB" addr del 198.18.9.2/32 dev lo
+	[ $rc -eq 0 ] || { fail "verbs_objects.py ud_dst: exit $rc"; return; }
+	[ "$((after - before))" -ge 1 ] || { fail "ud_rx_dropped went from $before to $after"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 5
+ktap_set_plan 6
 if ! perftest_setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -52,4 +69,5 @@ ktap_test "ib_send_bw -c UD: 2 B .. 1 KiB (-a)" clocked pair_bw ib_send_bw -c UD
 ktap_test "ib_send_bw -c UD: 4 QPs, 1 KiB" clocked pair_bw ib_send_bw -c UD -q 4 -s 1024 -n 100 -F -- 1024
 ktap_test "ib_send_lat -c UD: 64 B" clocked pair_lat ib_send_lat -c UD -s 64 -n 100 -F -- 64 100
 ktap_test "UD rules: GRH area, immediate, source QP, Q_Key filter, short receive, over MTU" test_ud_rules
+ktap_test "UD: a datagram for another address is dropped" test_ud_dst
 ktap_finished

@@ -13,7 +13,7 @@ import sys
 import time
 
 import pyverbs.enums as e
-from pyverbs.addr import AH, AHAttr, GlobalRoute
+from pyverbs.addr import AH, AHAttr, GID, GlobalRoute
 from pyverbs.cq import CQ, CompChannel
 from pyverbs.device import Context
 from pyverbs.mr import MR
@@ -702,6 +702,84 @@ def case_ud(dev, peer_dev):
     check(ud_send(a, qa, ah, qb, 0x2222, mtu + 1) == e.IBV_WC_LOC_LEN_ERR, f'{mtu + 1} B over MTU {mtu} sent')
 
 
+def case_ud_dst(dev, peer_dev):
+    """[MR-UD-5]: a datagram routed to the peer's interface for an address that is not
+    one of the peer device's (198.18.9.2, on the peer namespace's lo; ud.sh adds it and
+    the route) is dropped; the same datagram to the device's address is received."""
+    a, b = Side(dev), Side(peer_dev)
+    qa, qb = make_ud_qp(a, 0x1111), make_ud_qp(b, 0x2222)
+    for i in range(2):
+        qb.post_recv(RecvWR(wr_id=100 + i, num_sge=1, sg=[SGE(b.mr.buf + 1024 * i, 40 + 256, b.mr.lkey)]))
+    other = GID(str(b.gid)[:-9] + 'c612:0902')
+    for dgid, want in ((other, []), (b.gid, [100])):
+        ah = AH(a.pd, attr=AHAttr(gr=GlobalRoute(dgid=dgid, sgid_index=a.gid_index, hop_limit=64),
+                                  is_global=1, port_num=1))
+        check(ud_send(a, qa, ah, qb, 0x2222, 64) == e.IBV_WC_SUCCESS, f'send to {dgid} failed locally')
+        got = [w.wr_id for w in poll_until(b.cq, 1, seconds=3)]
+        check(got == want, f'datagram to {dgid}: received {got}, want {want}')
+
+
+def case_max_conns(dev, peer_dev, limit):
+    """[MR-SEC-9]: with max_conns=limit, RTR of a QP to a new peer address beyond the
+    limit fails with ENOSPC; QPs to the peers already connected still bind.
+    device_lifecycle.sh gives the peer's vethB the addresses 198.18.0.2 to .9."""
+    limit = int(limit)
+    a, b = Side(dev), Side(peer_dev)
+    prefix = str(b.gid)[:-4]
+    qps = []
+
+    def rtr(host):
+        qp = make_rc_qp(a.pd, a.cq)
+        qps.append(qp)
+        s = Side.__new__(Side)
+        s.qp = qp
+        to_init(s)
+        attr = rtr_attr(a, b)
+        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(prefix + f'{host:04x}'), sgid_index=a.gid_index,
+                                             hop_limit=64), is_global=1, port_num=1)
+        qp.modify(attr, RTR_MASK)
+
+    for i in range(limit):
+        rtr(2 + i)
+    refused(errno.ENOSPC, lambda: rtr(2 + limit), f'RTR to peer {limit + 1} of max_conns {limit}')
+    rtr(2)
+    for qp in qps:
+        qp.close()
+    # The connections went with their QPs: a new peer is taken again.
+    rtr(2 + limit)
+    print(f'max_conns {limit}: peer {limit + 1} refused with ENOSPC, taken once the others went')
+
+
+def case_conn_memory(dev, peer_dev, n, flag):
+    """Holds RC QPs in RTR to n peer addresses (198.18.0.2 on, each one connection)
+    until flag.go exists, with flag.ready written once they are; then destroys them
+    and writes flag.done. device_lifecycle.sh reads the memory cgroup in between."""
+    n = int(n)
+    a, b = Side(dev), Side(peer_dev)
+    prefix = str(b.gid)[:-4]
+    qps = []
+    for i in range(n):
+        qp = make_rc_qp(a.pd, a.cq)
+        qps.append(qp)
+        s = Side.__new__(Side)
+        s.qp = qp
+        to_init(s)
+        attr = rtr_attr(a, b)
+        attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=GID(prefix + f'{2 + i:04x}'), sgid_index=a.gid_index,
+                                             hop_limit=64), is_global=1, port_num=1)
+        qp.modify(attr, RTR_MASK)
+    open(flag + '.ready', 'w').close()
+    end = time.monotonic() + 60
+    while not os.path.exists(flag + '.go') and time.monotonic() < end:
+        time.sleep(0.05)
+    for qp in qps:
+        qp.close()
+    open(flag + '.done', 'w').close()
+    end = time.monotonic() + 60
+    while not os.path.exists(flag + '.exit') and time.monotonic() < end:
+        time.sleep(0.05)
+
+
 def fill_to_limit(make, limit, what):
     """Creates objects with make() until one is refused, which must be with ENOMEM,
     after at most limit and at least limit - 16 (the kernel holds a few objects of its
@@ -736,7 +814,8 @@ def case_limits(dev):
 CASES = {
     'mr': case_mr, 'cq': case_cq, 'qp_create': case_qp_create, 'qp_connect': case_qp_connect,
     'flush': case_flush, 'cq_overflow': case_cq_overflow, 'ah': case_ah, 'srq': case_srq,
-    'ud': case_ud, 'solicited': case_solicited, 'limits': case_limits,
+    'ud': case_ud, 'ud_dst': case_ud_dst, 'max_conns': case_max_conns,
+    'conn_memory': case_conn_memory, 'solicited': case_solicited, 'limits': case_limits,
     'qp_modify_live': case_qp_modify_live, 'comm_est': case_comm_est,
 }
 

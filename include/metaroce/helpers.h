@@ -69,12 +69,6 @@ int metaroce_pages_to_skb(struct page *const *pages, size_t npages, size_t pos, 
 int metaroce_pages_copy_from_skb(struct page *const *pages, size_t npages, size_t pos,
 				 const struct sk_buff *skb, size_t offset, size_t len);
 
-/*
- * Size of rdma_rxe's struct rxe_dev: a Soft-RoCE-ABI device must be at least this
- * large (see rust/rdma/device.rs).
- */
-size_t metaroce_rxe_dev_size(void);
-
 /* linux/spinlock.h: the bottom-half spinlock (rust/rdma/sync.rs) */
 struct spinlock;
 void metaroce_spin_lock_bh(struct spinlock *lock);

@@ -21,25 +21,6 @@
 
 #include "../../include/metaroce/helpers.h"
 
-#ifdef METAROCE_HAVE_RXE_SRC
-#include "rxe.h"
-
-/* Our fields after the ib_device (3 words) must end before what rxe's notifier writes. */
-static_assert(offsetof(struct rxe_dev, stats_counters) >= sizeof(struct ib_device) + 64);
-static_assert(offsetof(struct rxe_dev, port) >= sizeof(struct ib_device) + 64);
-
-size_t metaroce_rxe_dev_size(void)
-{
-	return sizeof(struct rxe_dev);
-}
-#else
-/* Without the rxe sources, a generous bound (struct rxe_dev is about 4 KiB in 7.3). */
-size_t metaroce_rxe_dev_size(void)
-{
-	return sizeof(struct ib_device) + 8192;
-}
-#endif
-
 void metaroce_dev_hold(struct net_device *ndev)
 {
 	dev_hold(ndev);

@@ -33,7 +33,7 @@ use kernel::{
     prelude::*,
     sync::{
         aref::{ARef, AlwaysRefCounted},
-        Arc,
+        Arc, SpinLockIrq,
     },
     types::Opaque,
     ThisModule,
@@ -282,15 +282,22 @@ impl<T: Driver> Objects<T> {
 ///   device is visible to anyone, until `dealloc_driver` (or the failed registration
 ///   path) drops them.
 ///
-/// The allocation is at least as large as rdma_rxe's `struct rxe_dev`: rdma_rxe's netdev
-/// notifier takes every Soft-RoCE-ABI device on a netdev for its own and updates the
-/// counters and port MTU at the end of `struct rxe_dev`. Those bytes are unused padding
-/// here, and our fields sit before them (checked at build time in the C helper).
+/// The netdev is not given to the RDMA core with `ib_device_set_netdev`: that would put
+/// the device in the core's netdev-to-device hash, where `ib_device_get_by_netdev(ndev,
+/// RDMA_DRIVER_RXE)` finds it, and rdma_rxe (whose driver id we share so that rdma-core's
+/// rxe provider binds) would take it for its own `struct rxe_dev`: its netdev notifier
+/// would drop a reference on rdma_rxe's UDP socket for us, and its port 4791 receive
+/// would cast us. The core asks `ops.get_netdev` instead ([`Device::netdev`]), which is
+/// all its GID table, netlink and CM need; the port events that the core's notifier
+/// sends for hashed devices come from the driver ([`Device::dispatch_port_state`]).
 #[repr(C)]
 pub struct Device<T: Driver> {
     ib: Opaque<bindings::ib_device>,
     registry: Arc<Registry<T>>,
     netdev: NetDeviceId,
+    /// The netdev of port 1, held from registration until the netdev is unregistered
+    /// ([`Registry::detach_netdev`]) or the device is deallocated.
+    port_netdev: Pin<KBox<SpinLockIrq<Option<ARef<NetDevice>>>>>,
     data: Pin<KBox<T::Data>>,
     objects: Pin<KBox<Objects<T>>>,
 }
@@ -354,13 +361,51 @@ impl<T: Driver> Device<T> {
         CStr::from_bytes_until_nul(bytes).unwrap_or(c"")
     }
 
-    /// Returns the netdev bound to port 1, if it is still attached.
+    /// Returns the netdev bound to port 1, if it is still attached (it is detached when
+    /// the netdev starts unregistering, before the device is).
     pub fn netdev(&self) -> Option<ARef<NetDevice>> {
-        // SAFETY: The device is live; the function returns a held reference or NULL.
-        let ndev = unsafe { bindings::ib_device_get_netdev(self.as_raw(), 1) };
-        let ndev = NonNull::new(ndev)?;
-        // SAFETY: `ib_device_get_netdev` took the reference that the `ARef` now owns.
-        Some(unsafe { ARef::from_raw(ndev.cast()) })
+        self.port_netdev.lock().clone()
+    }
+
+    /// Returns `true` when port 1's GID table holds `addr` (an IPv4 address as its
+    /// IPv4-mapped GID) as a RoCE v2 GID: an address of the device's netdev. What
+    /// rdma_rxe's `rxe_chk_dgid` asks of a received datagram's destination. Any context.
+    pub fn has_roce_gid(&self, addr: core::net::IpAddr) -> bool {
+        let raw = match addr {
+            core::net::IpAddr::V4(a) => a.to_ipv6_mapped().octets(),
+            core::net::IpAddr::V6(a) => a.octets(),
+        };
+        let gid = bindings::ib_gid { raw };
+        // SAFETY: The device is live and `gid` outlives the call; with a NULL netdev
+        // the GID's own netdev is not compared. The lookup takes the table's IRQ-safe
+        // read lock and returns a held attribute or an error pointer.
+        let attr = unsafe {
+            bindings::rdma_find_gid_by_port(
+                self.as_raw(),
+                &gid,
+                bindings::ib_gid_type_IB_GID_TYPE_ROCE_UDP_ENCAP,
+                1,
+                ptr::null_mut(),
+            )
+        };
+        match kernel::error::from_err_ptr(attr.cast_mut()) {
+            Ok(attr) => {
+                // SAFETY: A held attribute from the lookup, released once.
+                unsafe { bindings::rdma_put_gid_attr(attr) };
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Sends the port event (`IB_EVENT_PORT_ACTIVE` or `IB_EVENT_PORT_ERR`) for the
+    /// state of `netdev` if it is this device's netdev and the state changed since the
+    /// last event: what the RDMA core's netdev notifier does for the devices it knows
+    /// the netdev of. Process context.
+    pub fn dispatch_port_state(&self, netdev: &NetDevice) {
+        // SAFETY: Both are live; the function finds the port through `ops.get_netdev`
+        // and does nothing for a netdev that is not ours.
+        unsafe { bindings::ib_dispatch_port_state_event(self.as_raw(), netdev.as_raw()) };
     }
 
     /// Allocates a device bound to `netdev`, initialises its data and registers it with
@@ -375,10 +420,13 @@ impl<T: Driver> Device<T> {
     ) -> Result {
         let data = KBox::pin_init(data, GFP_KERNEL)?;
         let objects = KBox::pin_init(Objects::new(), GFP_KERNEL)?;
+        let port_netdev = KBox::pin_init(
+            kernel::new_spinlock_irq!(Some(ARef::from(netdev)), "metaroce_port_netdev"),
+            GFP_KERNEL,
+        )?;
         // SAFETY: `netdev` is live; `dev_net` returns its namespace.
         let net = unsafe { bindings::metaroce_dev_net(netdev.as_raw()) };
-        // SAFETY: Plain size query.
-        let size = size_of::<Self>().max(unsafe { bindings::metaroce_rxe_dev_size() });
+        let size = size_of::<Self>();
         // SAFETY: The size covers an `ib_device` at offset 0 followed by our fields; the
         // RDMA core zeroes the allocation and initialises the `ib_device` part.
         let ib = unsafe { bindings::_ib_alloc_device(size, net) };
@@ -392,6 +440,7 @@ impl<T: Driver> Device<T> {
             (&raw mut (*this).objects).write(objects);
             (&raw mut (*this).registry).write(registry.clone());
             (&raw mut (*this).netdev).write(netdev.id());
+            (&raw mut (*this).port_netdev).write(port_netdev);
         }
         // INVARIANT: All fields are initialised from here on.
         // SAFETY: `this` is fully initialised and exclusively ours until registered.
@@ -432,9 +481,6 @@ impl<T: Driver> Device<T> {
                 | 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
             bindings::ib_set_device_ops(ib, &ops);
         }
-        // SAFETY: Both are live; port 1 exists (`phys_port_cnt` is 1).
-        to_result(unsafe { bindings::ib_device_set_netdev(ib, netdev.as_raw(), 1) })?;
-
         let this = NonNull::from(self);
         registry.insert(this)?;
         // SAFETY: Fully set up. On failure the core hands the device back to us; on
@@ -458,6 +504,7 @@ impl<T: Driver> Device<T> {
             ptr::drop_in_place(&raw mut (*this).objects);
             ptr::drop_in_place(&raw mut (*this).data);
             ptr::drop_in_place(&raw mut (*this).registry);
+            ptr::drop_in_place(&raw mut (*this).port_netdev);
         }
     }
 
@@ -470,6 +517,7 @@ impl<T: Driver> Device<T> {
             query_port: Some(Adapter::<T>::query_port),
             get_port_immutable: Some(Adapter::<T>::get_port_immutable),
             get_link_layer: Some(Adapter::<T>::get_link_layer),
+            get_netdev: Some(Adapter::<T>::get_netdev),
             alloc_hw_port_stats: stats::Adapter::<T>::ALLOC,
             get_hw_stats: stats::Adapter::<T>::GET,
             query_pkey: Some(Adapter::<T>::query_pkey),
@@ -595,6 +643,21 @@ impl<T: Driver> Registry<T> {
             // SAFETY: `try_get` took the reference the `ARef` now owns.
             got.then(|| unsafe { ARef::from_raw(d.0) })
         })
+    }
+
+    /// Lets go of `netdev` on every device bound to it, registered or being unregistered:
+    /// their `ops.get_netdev` returns NULL from now on, as the RDMA core requires once a
+    /// netdev is unregistering, and the reference they held is dropped.
+    pub fn detach_netdev(&self, netdev: NetDeviceId) {
+        let devices = self.devices.lock();
+        for d in devices.iter() {
+            // SAFETY: Live while listed (type invariant); the list is locked.
+            let dev = unsafe { d.0.as_ref() };
+            if dev.netdev == netdev {
+                // `dev_put` may run under spinlocks.
+                drop(dev.port_netdev.lock().take());
+            }
+        }
     }
 
     /// Starts unregistering `dev` without waiting (used from netdev notifier context).
@@ -770,6 +833,17 @@ impl<T: Driver> Adapter<T> {
         bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
     }
 
+    unsafe extern "C" fn get_netdev(ib: *mut bindings::ib_device, port: u32) -> *mut bindings::net_device {
+        if port != 1 {
+            return ptr::null_mut();
+        }
+        // SAFETY: The RDMA core calls us on live devices of this driver, from
+        // allocation (after `register` set the fields) to deallocation.
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        // The core takes over the reference (`ib_device_get_netdev` returns it held).
+        dev.netdev().map_or(ptr::null_mut(), |n| ARef::into_raw(n).as_ptr().cast())
+    }
+
     unsafe extern "C" fn query_pkey(
         _ib: *mut bindings::ib_device,
         _port: u32,
@@ -869,8 +943,8 @@ impl PortCaps {
     pub const CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
 }
 
-/// Returns `true` when `netdev` already has a device with the Soft-RoCE driver id
-/// (an rdma_rxe device, or one of ours).
+/// Returns `true` when `netdev` already has an rdma_rxe device (or another device of
+/// the Soft-RoCE driver id that gave the RDMA core its netdev; ours do not).
 pub fn netdev_has_soft_roce_device(netdev: &NetDevice) -> bool {
     // SAFETY: `netdev` is live; a non-NULL result is a reference we drop at once.
     unsafe {

@@ -103,6 +103,11 @@ pub const MAX_RECV_WR: usize = 64;
 /// Most incoming messages per QP tracked by the responder (a power of two).
 pub const MAX_RX_MSGS: usize = 64;
 
+/// How far ahead of its oldest incomplete receive a QP may bind receives from its shared
+/// receive queue, in RSNs ([MR-SRQ-3]): what one peer can hold of an SRQ per QP with
+/// messages it never completes.
+pub const SRQ_CLAIM_WINDOW: usize = 16;
+
 /// Most READ/atomic responses per QP held by the responder until acknowledged.
 pub const MAX_RESPONSES: usize = 32;
 

@@ -42,6 +42,7 @@
 pub mod cc;
 pub mod constants;
 mod conn;
+pub mod limit;
 mod event;
 mod memory;
 pub mod path;

@@ -140,13 +140,13 @@ enum Refused {
 
 impl Bound {
     pub(crate) fn new(qp: Arc<Qp<MetaRoceDriver>>, id: QpId, access: Access) -> Result<Self> {
-        let mut send_slots = KVec::with_capacity(MAX_SEND_WR, GFP_KERNEL)?;
-        send_slots.resize(MAX_SEND_WR, SendSlot::default(), GFP_KERNEL)?;
-        let mut recv_ids = KVec::with_capacity(MAX_RECV_WR, GFP_KERNEL)?;
-        recv_ids.resize(MAX_RECV_WR, 0, GFP_KERNEL)?;
+        let mut send_slots = KVec::with_capacity(MAX_SEND_WR, GFP_KERNEL_ACCOUNT)?;
+        send_slots.resize(MAX_SEND_WR, SendSlot::default(), GFP_KERNEL_ACCOUNT)?;
+        let mut recv_ids = KVec::with_capacity(MAX_RECV_WR, GFP_KERNEL_ACCOUNT)?;
+        recv_ids.resize(MAX_RECV_WR, 0, GFP_KERNEL_ACCOUNT)?;
         let mut shared = KVVec::new();
         if qp.srq().is_some() {
-            shared.resize(MAX_RECV_WR, None, GFP_KERNEL)?;
+            shared.resize(MAX_RECV_WR, None, GFP_KERNEL_ACCOUNT)?;
         }
         Ok(Self {
             qp,
@@ -159,8 +159,8 @@ impl Bound {
             send_slots,
             recv_ids,
             shared,
-            send_cache: KBox::new((None, SendWqe::EMPTY), GFP_KERNEL)?,
-            recv_cache: KBox::new((None, SgeList::EMPTY), GFP_KERNEL)?,
+            send_cache: KBox::new((None, SendWqe::EMPTY), GFP_KERNEL_ACCOUNT)?,
+            recv_cache: KBox::new((None, SgeList::EMPTY), GFP_KERNEL_ACCOUNT)?,
             failed: false,
             send_pending: false,
             draining: false,

@@ -259,19 +259,19 @@ impl ConnCtx {
         let epoch = rdma::clock::local_ns();
         let conn = KBox::init(
             Connection::init_aimd_with(cfg, QpSlots::default(), CoreInstant::ZERO, rdma::random::u64()),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )?;
         let qps = KVec::new();
-        let mut buf = KVec::with_capacity(MIN_TRANSMIT_BUF, GFP_KERNEL)?;
-        buf.resize(MIN_TRANSMIT_BUF, 0, GFP_KERNEL)?;
-        let mut routes = KVec::with_capacity(usize::from(cfg.paths), GFP_KERNEL)?;
+        let mut buf = KVec::with_capacity(MIN_TRANSMIT_BUF, GFP_KERNEL_ACCOUNT)?;
+        buf.resize(MIN_TRANSMIT_BUF, 0, GFP_KERNEL_ACCOUNT)?;
+        let mut routes = KVec::with_capacity(usize::from(cfg.paths), GFP_KERNEL_ACCOUNT)?;
         for _ in 0..cfg.paths {
-            routes.push(RouteCache::new(GFP_KERNEL)?, GFP_KERNEL)?;
+            routes.push(RouteCache::new(GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
         }
         let state = ConnState {
             conn,
             qps,
-            rx: KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?,
+            rx: KVec::with_capacity(INBOX_LEN, GFP_KERNEL_ACCOUNT)?,
             buf,
             routes,
             timer: None,
@@ -281,7 +281,7 @@ impl ConnCtx {
             valid_rx: 0,
             probe: None,
         };
-        let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL)?;
+        let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL_ACCOUNT)?;
         // As if the peer had just been heard from (`epoch` names the field inside).
         let born = epoch;
         Arc::pin_init(
@@ -309,7 +309,7 @@ impl ConnCtx {
                 work <- new_work!("metaroce::ConnCtx::work"),
                 timer <- HrTimer::new(),
             }),
-            GFP_KERNEL,
+            GFP_KERNEL_ACCOUNT,
         )
     }
 
@@ -554,7 +554,7 @@ impl ConnCtx {
         // Allocated before the lock: nothing under it sleeps.
         let mut b = Bound::new(qp.clone(), QpId(0), qp.attributes().access)?;
         // A slot in case every one is taken (about 15 KiB, freed if not needed).
-        let spare = KBox::init(QpSlot::init(), GFP_KERNEL)?;
+        let spare = KBox::init(QpSlot::init(), GFP_KERNEL_ACCOUNT)?;
         let mut st = self.state.lock();
         if st.dead {
             return Err(ENOTCONN);

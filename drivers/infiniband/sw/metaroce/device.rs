@@ -162,12 +162,12 @@ impl Driver for MetaRoceDriver {
     }
 
     fn check_modify_qp(
-        _dev: &Device<Self>,
+        dev: &Device<Self>,
         qp: &Qp<Self>,
         cur: &QpAttributes,
         req: &ModifyQp,
     ) -> Result {
-        qp::check_modify(qp, cur, req)
+        qp::check_modify(dev, qp, cur, req)
     }
 
     fn qp_modified(dev: &Device<Self>, qp: &Arc<Qp<Self>>, from: QpState, to: QpState) {

@@ -32,7 +32,8 @@ use kernel::{
 use metaroce_proto::{
     constants::COMMON_HEADER_LEN,
     wire::{headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader, MAX_UD_HEADER_LEN},
-    Config, QpId, Stats,
+    limit::TokenBucket,
+    Config, Instant, QpId, Stats,
 };
 use rdma::{
     av::IpAddress,
@@ -60,6 +61,14 @@ pub(crate) struct EngineCounters {
     /// Datagrams with `dst_conn` 0 after the peer showed that it knows our id,
     /// dropped before they are queued.
     pub(crate) rx_late_open: Atomic<u64>,
+    /// Datagrams the connection would refuse, dropped before they are queued: a
+    /// `src_conn` other than the peer's id, or `dst_conn` 0 without `OPEN`.
+    pub(crate) rx_wrong_src: Atomic<u64>,
+    /// Datagrams with `dst_conn` 0 (not authenticated by our connection id) over the
+    /// device's rate for them, dropped before they are queued (spec [MR-SEC-8]).
+    pub(crate) rx_open_limited: Atomic<u64>,
+    /// New connections refused: the device has `max_conns` (spec [MR-SEC-9]).
+    pub(crate) conns_refused: Atomic<u64>,
     /// Connections closed by their peer's CLOSE.
     pub(crate) conns_peer_closed: Atomic<u64>,
     /// Connections closed because their peer answered no probe.
@@ -111,6 +120,9 @@ impl EngineCounters {
             rx_bad_header: Atomic::new(0),
             rx_wrong_peer: Atomic::new(0),
             rx_late_open: Atomic::new(0),
+            rx_wrong_src: Atomic::new(0),
+            rx_open_limited: Atomic::new(0),
+            conns_refused: Atomic::new(0),
             conns_peer_closed: Atomic::new(0),
             conns_peer_gone: Atomic::new(0),
             conn_probes: Atomic::new(0),
@@ -143,7 +155,17 @@ pub(crate) struct Engine {
     /// Serializes creating and retiring connections.
     #[pin]
     bind_lock: Mutex<()>,
+    /// The budget of datagrams with `dst_conn` 0 (`open_rate`, [`OPEN_BURST`]).
+    #[pin]
+    open_budget: SpinLockIrq<TokenBucket>,
 }
+
+/// Datagrams with `dst_conn` 0 (a peer opening a connection, before it has our id) a
+/// device queues at most at once; per second, the module parameter `open_rate` (spec
+/// [MR-SEC-8]). A peer sends such datagrams for one round trip per connection it
+/// opens; a spoofer of a peer's address could otherwise fill inboxes with them at line
+/// rate.
+pub(crate) const OPEN_BURST: u32 = 1024;
 
 /// Data packets a receiver acknowledges at once. ACKs cost a software transport
 /// nearly as much as data packets; the sender asks for an immediate ACK whenever it
@@ -172,6 +194,11 @@ pub(crate) fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
     (initial, (ns / 4).clamp(100_000, 40_000_000))
 }
 
+/// The most connections a device has (module parameter `max_conns`).
+fn max_conns() -> usize {
+    crate::module_parameters::max_conns.value() as usize
+}
+
 pub(crate) fn ip(a: IpAddress) -> IpAddr {
     match a {
         IpAddress::V4(b) => IpAddr::V4(Ipv4Addr::from(b)),
@@ -195,6 +222,11 @@ impl Engine {
                 stats: EngineCounters::new(),
                 conns <- new_spinlock_irq!(KVec::new()),
                 bind_lock <- new_mutex!(()),
+                open_budget <- new_spinlock_irq!(TokenBucket::new(
+                    crate::module_parameters::open_rate.value(),
+                    OPEN_BURST,
+                    Instant::from_nanos(rdma::clock::local_ns()),
+                )),
             }),
             GFP_KERNEL,
         )
@@ -285,6 +317,22 @@ impl Engine {
                 return;
             }
         }
+        if let Some(c) = found.as_ref() {
+            // What the core would refuse takes no inbox slot either: `dst_conn` 0
+            // without OPEN, or a `src_conn` other than the peer's (spec [MR-CONN-5]).
+            let id = c.peer_id();
+            if (h.dst_conn == 0 && !h.flags.has(Flags::OPEN)) || (id != 0 && h.src_conn != id) {
+                self.stats.rx_wrong_src.fetch_add(1, Relaxed);
+                rx.discard();
+                return;
+            }
+            // Spec [MR-SEC-8]: unauthenticated datagrams within the device's budget.
+            if h.dst_conn == 0 && !self.open_budget.lock().take(Instant::from_nanos(rdma::clock::local_ns())) {
+                self.stats.rx_open_limited.fetch_add(1, Relaxed);
+                rx.discard();
+                return;
+            }
+        }
         match found {
             Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),
             None => {
@@ -355,6 +403,12 @@ impl Engine {
         let (conn, new) = match existing {
             Some(c) => (c, false),
             None => {
+                // Spec [MR-SEC-9]: a bounded number of connections per device
+                // (checked at RTR already; this is for RTRs that raced for the last).
+                if self.conns.lock().len() >= max_conns() {
+                    self.refuse_conn(dev);
+                    return Err(ENOSPC);
+                }
                 let id = self.fresh_conn_id()?;
                 let mut cfg = Config::new(id);
                 cfg.paths = PATHS;
@@ -387,6 +441,28 @@ impl Engine {
                 Err(e)
             }
         }
+    }
+
+    /// Whether a QP to `peer` entering RTR finds its connection, or may make one
+    /// within `max_conns` (spec [MR-SEC-9]); counts a refusal. Any context.
+    pub(crate) fn admits(&self, dev: &Device<MetaRoceDriver>, peer: IpAddr) -> bool {
+        let ok = {
+            let conns = self.conns.lock();
+            conns.len() < max_conns() || conns.iter().any(|c| c.peer == peer && !c.is_closed())
+        };
+        if !ok {
+            self.refuse_conn(dev);
+        }
+        ok
+    }
+
+    fn refuse_conn(&self, dev: &Device<MetaRoceDriver>) {
+        self.stats.conns_refused.fetch_add(1, Relaxed);
+        kernel::pr_warn_once!(
+            "{:?}: {} connections, the most max_conns allows: RTR to a new peer fails (ENOSPC)\n",
+            dev.name(),
+            max_conns()
+        );
     }
 
     /// Unbinds a QP; the connection goes with its last QP.

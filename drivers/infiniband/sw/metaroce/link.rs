@@ -35,7 +35,7 @@ impl LinkOps for NewLink {
             pr_err!("{:?} already has a metaroce device\n", netdev.name());
             return Err(EEXIST);
         }
-        // rdma_rxe treats every Soft-RoCE-ABI device on a netdev as its own.
+        // Both would answer for the netdev's addresses (one GID table entry each).
         if device::netdev_has_soft_roce_device(netdev) {
             pr_err!("{:?} already has an rdma_rxe device\n", netdev.name());
             return Err(EEXIST);

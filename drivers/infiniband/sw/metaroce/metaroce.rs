@@ -32,6 +32,16 @@ module! {
     description: "MetaRoCE: RDMA over lossy Ethernet (software device)",
     license: "GPL",
     alias: ["rdma-link-metaroce"],
+    params: {
+        max_conns: u32 {
+            default: 1024,
+            description: "Most connections (peer addresses) per device; a QP to a new peer beyond them fails RTR with ENOSPC",
+        },
+        open_rate: u32 {
+            default: 20000,
+            description: "Datagrams with dst_conn 0 (peers opening connections) a device takes per second, in bursts of up to 1024",
+        },
+    },
 }
 
 /// The module: one link type, the devices it created, a netdev notifier and the UDP

@@ -41,7 +41,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
-const DEVICE_COUNTERS: usize = 23;
+const DEVICE_COUNTERS: usize = 26;
 /// Counters of the device's namespace, the last of [`HW_COUNTERS`].
 const NS_COUNTERS: usize = 3;
 
@@ -68,6 +68,9 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"conns_peer_closed"),
     CounterDesc::new(c"conns_peer_gone"),
     CounterDesc::new(c"conn_probes"),
+    CounterDesc::new(c"rx_wrong_src"),
+    CounterDesc::new(c"rx_open_limited"),
+    CounterDesc::new(c"conns_refused"),
     // Unreliable datagrams (crate::ud).
     CounterDesc::new(c"ud_tx"),
     CounterDesc::new(c"ud_rx"),
@@ -308,6 +311,9 @@ impl DeviceNet {
             e.stats.conns_peer_closed.load(Relaxed),
             e.stats.conns_peer_gone.load(Relaxed),
             e.stats.conn_probes.load(Relaxed),
+            e.stats.rx_wrong_src.load(Relaxed),
+            e.stats.rx_open_limited.load(Relaxed),
+            e.stats.conns_refused.load(Relaxed),
             e.stats.ud_tx.load(Relaxed),
             e.stats.ud_rx.load(Relaxed),
             e.stats.ud_rx_dropped.load(Relaxed),

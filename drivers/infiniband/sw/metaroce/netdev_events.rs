@@ -2,8 +2,10 @@
 
 //! What a metaroce device does when its netdev changes.
 //!
-//! The RDMA core already turns UP/DOWN/CHANGE into port events and keeps the GID table
-//! in sync with the netdev's addresses; this handles the rest.
+//! The RDMA core keeps the GID table in sync with the netdev's addresses (it finds the
+//! netdev through `ops.get_netdev`). It does not know our netdev for its own netdev
+//! notifier (we do not hand it over with `ib_device_set_netdev`: see `rdma::device`), so
+//! the port events and letting go of the netdev at unregistration are done here.
 
 use crate::device::MetaRoceDriver;
 use kernel::{prelude::*, sync::Arc};
@@ -24,6 +26,11 @@ impl NetdevEvents {
 
 impl NotifierHandler for NetdevEvents {
     fn on_event(&self, event: Event, netdev: &NetDevice) {
+        if event == Event::Unregister {
+            // Also for a device already being unregistered: the RDMA core must not get
+            // the netdev from us once its unregistration has begun.
+            self.registry.detach_netdev(netdev.id());
+        }
         let Some(dev) = self.registry.get_by_netdev(netdev.id()) else {
             return;
         };
@@ -33,8 +40,12 @@ impl NotifierHandler for NetdevEvents {
                 Registry::unregister_queued(dev);
             }
             Event::ChangeMtu => dev.data().set_netdev_mtu(netdev.mtu()),
-            Event::Down => dev.data().count_link_down(),
-            Event::Up | Event::Change | Event::Other(_) => {}
+            Event::Down => {
+                dev.data().count_link_down();
+                dev.dispatch_port_state(netdev);
+            }
+            Event::Up | Event::Change => dev.dispatch_port_state(netdev),
+            Event::Other(_) => {}
         }
     }
 }

@@ -35,9 +35,9 @@ pub(crate) struct MetaRoceQp {
 impl MetaRoceQp {
     pub(crate) fn new(_init: &QpInit) -> Result<Self> {
         Ok(Self {
-            binding: KBox::pin_init(new_spinlock!(None), GFP_KERNEL)?,
-            ud_send: KBox::pin_init(new_mutex!(()), GFP_KERNEL)?,
-            ud_recv: KBox::pin_init(rdma::new_spinlock_bh!((), "metaroce_ud_recv"), GFP_KERNEL)?,
+            binding: KBox::pin_init(new_spinlock!(None), GFP_KERNEL_ACCOUNT)?,
+            ud_send: KBox::pin_init(new_mutex!(()), GFP_KERNEL_ACCOUNT)?,
+            ud_recv: KBox::pin_init(rdma::new_spinlock_bh!((), "metaroce_ud_recv"), GFP_KERNEL_ACCOUNT)?,
         })
     }
 
@@ -47,7 +47,12 @@ impl MetaRoceQp {
 }
 
 /// Checks the values of a `modify_qp` request against the device's limits.
-pub(crate) fn check_modify(qp: &Qp<MetaRoceDriver>, cur: &QpAttributes, req: &ModifyQp) -> Result {
+pub(crate) fn check_modify(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Qp<MetaRoceDriver>,
+    cur: &QpAttributes,
+    req: &ModifyQp,
+) -> Result {
     let a = &req.attrs;
     if req.has(mask::MAX_QP_RD_ATOMIC) && u32::from(a.max_rd_atomic) > MAX_RD_ATOMIC {
         return Err(EINVAL);
@@ -62,8 +67,12 @@ pub(crate) fn check_modify(qp: &Qp<MetaRoceDriver>, cur: &QpAttributes, req: &Mo
     // A connected QP needs its peer before it can receive.
     if qp.qp_type() == QpType::Rc && cur.state == QpState::Init && req.new_state == QpState::Rtr {
         let av = if req.has(mask::AV) { a.av } else { cur.av };
-        if av.is_none() {
+        let Some(av) = av else {
             return Err(EINVAL);
+        };
+        // Spec [MR-SEC-9]: a new peer only within the device's connections.
+        if !dev.data().net().engine().admits(dev, crate::engine::ip(av.dst)) {
+            return Err(ENOSPC);
         }
     }
     Ok(())

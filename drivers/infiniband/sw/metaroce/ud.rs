@@ -9,8 +9,9 @@
 //! header names if that QP is a UD QP in RTR or RTS with the same Q_Key; it consumes
 //! the next receive (from the QP's ring or its SRQ), which gets the 40-byte GRH area
 //! first, as verbs lays it out for RoCE v2 (an IPv4 header in its last 20 bytes, or
-//! the IPv6 header), then the payload. Datagrams that find no such QP or no receive
-//! are dropped and counted (`ud_rx_dropped`), as UD allows.
+//! the IPv6 header), then the payload. Datagrams that find no such QP or no receive,
+//! or whose destination is not an address of the device (not in its GID table, as
+//! rdma_rxe's `rxe_chk_dgid`), are dropped and counted (`ud_rx_dropped`), as UD allows.
 //!
 //! The GSI QP (QP1) of the RDMA core's MAD layer is such a QP owned by a kernel
 //! consumer: its work requests arrive through `ib_post_send`/`ib_post_recv` into kernel
@@ -198,7 +199,12 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &mut Received<'_>) -> bo
     let Ok((h, _)) = UdHeader::parse(rx.payload()) else {
         return false;
     };
-    if accepting_qp(dev, &h).is_none() || rx.make_linear(usize::MAX).is_err() {
+    if accepting_qp(dev, &h).is_none() {
+        return false;
+    }
+    // Spec [MR-UD-5]: only to one of the device's addresses (the socket takes the
+    // namespace's every address, and routes may bring others to our netdev).
+    if !dev.has_roce_gid(rx.info().dst.ip()) || rx.make_linear(usize::MAX).is_err() {
         return false;
     }
     let Ok((h, payload)) = UdHeader::parse(rx.payload()) else {

@@ -13,7 +13,7 @@ use super::qp::{Qp, QpState, RxKind, RxMsg, Response};
 use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, PendingDelivery, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, PSN_BEHIND_WINDOW};
+use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, SRQ_CLAIM_WINDOW, PSN_BEHIND_WINDOW};
 use crate::event::{Event, WcOpcode, WcStatus};
 use crate::memory::{AtomicOp, Dest, MemError, Memory, RxPayload};
 use crate::psn::seq_diff;
@@ -546,7 +546,10 @@ fn claim_recv<M: Memory>(q: &mut Qp, qp: QpId, rsn: u32, mem: &mut M) -> Option<
         return Some(w);
     }
     let want = rsn.wrapping_sub(q.rq_head);
-    if want as usize >= MAX_RECV_WR {
+    // Posted receives were found above: from here on only the SRQ's, bound no further
+    // ahead than the window (an RNR NAK, and nothing bound, beyond it).
+    //= Documentation/metaroce/spec.rst#shared-receive-queues
+    if want as usize >= MAX_RECV_WR.min(SRQ_CLAIM_WINDOW) {
         return None;
     }
     while q.rq_tail.wrapping_sub(q.rq_head) <= want {

@@ -10,7 +10,7 @@ use std::boxed::Box;
 use std::vec::Vec;
 
 use super::*;
-use crate::constants::{MAX_REORDER_THRESHOLD, MIN_TRANSMIT_BUF, SACK_BITS};
+use crate::constants::{MAX_REORDER_THRESHOLD, MIN_TRANSMIT_BUF, SACK_BITS, SRQ_CLAIM_WINDOW};
 use crate::event::WcStatus;
 use crate::memory::{AtomicOp, Dest, MemError, Memory};
 use crate::path::inflight::Inflight;
@@ -24,6 +24,9 @@ use pin_init::InPlaceInit;
 struct Mem {
     placed: u64,
     refuse_local: bool,
+    /// Receives left in the shared receive queue, and how many were taken.
+    srq_left: u32,
+    srq_taken: u32,
 }
 
 impl Memory for Mem {
@@ -41,6 +44,11 @@ impl Memory for Mem {
     }
     fn atomic(&mut self, _: QpId, _: u32, _: u64, _: AtomicOp) -> Result<u64, MemError> {
         Ok(7)
+    }
+    fn take_shared_recv(&mut self, _: QpId) -> Option<(u64, u32)> {
+        self.srq_left = self.srq_left.checked_sub(1)?;
+        self.srq_taken += 1;
+        Some((1000 + u64::from(self.srq_taken), 4096))
     }
 }
 
@@ -1264,5 +1272,36 @@ fn open_is_refused_once_the_peer_knows_our_id() {
         done.sort_by_key(|d| d.0);
         let ok = WcStatus::Success;
         assert_eq!(done, [(1, ok), (2, ok), (3, ok), (4, ok), (7, ok)], "{}", n.c[0].debug_state());
+    });
+}
+
+// spec: MR-SRQ-3, MR-SRQ-1
+#[test]
+fn one_segment_binds_no_more_than_the_srq_window() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        n.mem[1].srq_left = 64;
+        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        let pkts = n.out(0);
+        let send = pkts.iter().find(|p| is_data(p)).unwrap().clone();
+        // The peer names a receive 63 ahead of the QP's next one (the RSN is at byte 32):
+        // before [MR-SRQ-3] this bound 64 receives of the SRQ that no message would ever
+        // complete, for as long as the QP lived.
+        let rsn = u32::from_be_bytes(send[32..36].try_into().unwrap());
+        for ahead in [63u32, SRQ_CLAIM_WINDOW as u32] {
+            let mut forged = send.clone();
+            forged[32..36].copy_from_slice(&rsn.wrapping_add(ahead).to_be_bytes());
+            let _ = n.c[1].handle_datagram(n.now, false, &forged, &mut n.mem[1]);
+            assert_eq!(n.mem[1].srq_taken, 0, "{ahead} ahead");
+        }
+        assert_eq!(n.c[1].stats().rx_naked, 2);
+        // Within the window a message binds up to its own RSN, in order.
+        n.c[0].post_send(qp, WorkRequest { wr_id: 2, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        let mut near = send.clone();
+        near[32..36].copy_from_slice(&rsn.wrapping_add(SRQ_CLAIM_WINDOW as u32 - 1).to_be_bytes());
+        let psn = u32::from_be_bytes(near[12..16].try_into().unwrap());
+        near[12..16].copy_from_slice(&psn.wrapping_add(1).to_be_bytes());
+        let _ = n.c[1].handle_datagram(n.now, false, &near, &mut n.mem[1]);
+        assert_eq!(n.mem[1].srq_taken, SRQ_CLAIM_WINDOW as u32);
     });
 }
