@@ -47,4 +47,14 @@ int metaroce_ip4_dst_hoplimit(const struct rtable *rt);
 struct dst_entry *metaroce_ip6_dst_lookup_flow(struct net *net, const struct sock *sk,
 						struct flowi6 *fl6);
 
+/*
+ * linux/inetdevice.h, net/addrconf.h: the netdev that owns a local address of @net
+ * (__ip_dev_find without a reference, ipv6_dev_find; NULL without CONFIG_IPV6), or
+ * NULL. Under the RCU read lock; the device is not held.
+ */
+struct net_device *metaroce_ip_dev_find_rcu(struct net *net, __be32 addr);
+struct net_device *metaroce_ipv6_dev_find_rcu(struct net *net, const struct in6_addr *addr);
+/* dev->flags & IFF_LOOPBACK */
+bool metaroce_netdev_is_loopback(const struct net_device *dev);
+
 #endif /* METAROCE_NET_HELPERS_H */

@@ -4,8 +4,10 @@
  * a static inline function or macro of the kernel headers.
  */
 #include <linux/bottom_half.h>
+#include <linux/inetdevice.h>
 #include <linux/netdevice.h>
 #include <linux/skbuff.h>
+#include <net/addrconf.h>
 #include <net/ipv6.h>
 #include <net/route.h>
 #include <net/sock.h>
@@ -101,4 +103,23 @@ struct dst_entry *metaroce_ip6_dst_lookup_flow(struct net *net, const struct soc
 						struct flowi6 *fl6)
 {
 	return ip6_dst_lookup_flow(net, sk, fl6, NULL);
+}
+
+struct net_device *metaroce_ip_dev_find_rcu(struct net *net, __be32 addr)
+{
+	return __ip_dev_find(net, addr, false);
+}
+
+struct net_device *metaroce_ipv6_dev_find_rcu(struct net *net, const struct in6_addr *addr)
+{
+#if IS_ENABLED(CONFIG_IPV6)
+	return ipv6_dev_find(net, addr, NULL);
+#else
+	return NULL;
+#endif
+}
+
+bool metaroce_netdev_is_loopback(const struct net_device *dev)
+{
+	return dev->flags & IFF_LOOPBACK;
 }

@@ -161,7 +161,8 @@ pub struct Received<'a> {
 }
 
 impl<'a> Received<'a> {
-    /// Returns the netdev the datagram came in on (`lo` for local traffic).
+    /// Returns the netdev the datagram came in on; for local traffic (in on the
+    /// loopback device), the netdev that owns its destination address.
     pub fn netdev(&self) -> &'a NetDevice {
         self.netdev
     }
@@ -421,7 +422,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                 };
                 // SAFETY: The socket is open under the RCU read lock, so `net` is live
                 // (type invariant).
-                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route4::lookup(self.net, &flow) }) {
+                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route4::lookup(self.net, &self.local_flow(flow)) }) {
                     Ok(rt) => rt,
                     Err(e) => {
                         payload.discard();
@@ -465,7 +466,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     dst_port: to.dst_port,
                 };
                 // SAFETY: As for IPv4; `sk` is a socket of `net`.
-                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route6::lookup(self.net, sk, &flow) }) {
+                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route6::lookup(self.net, sk, &self.local_flow(flow)) }) {
                     Ok(rt) => rt,
                     Err(e) => {
                         payload.discard();
@@ -503,6 +504,46 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                 Err(EINVAL)
             }
         }
+    }
+
+    /// The netdev of the tunnel's namespace that owns the local address `addr`, if any.
+    ///
+    /// # Safety
+    ///
+    /// The caller holds the RCU read lock, with the tunnel open (so `net` is live); the
+    /// device stays live until the lock is released.
+    unsafe fn local_owner(&self, addr: IpAddr) -> *mut bindings::net_device {
+        match addr {
+            // SAFETY: `net` is live under the RCU read lock (function's contract).
+            IpAddr::V4(a) => unsafe { bindings::metaroce_ip_dev_find_rcu(self.net, u32::from(a).to_be()) },
+            IpAddr::V6(a) => {
+                let mut a6 = bindings::in6_addr::default();
+                a6.in6_u.u6_addr8 = a.octets();
+                // SAFETY: As above; `a6` is valid for the call.
+                unsafe { bindings::metaroce_ipv6_dev_find_rcu(self.net, &a6) }
+            }
+        }
+    }
+
+    /// The flow to look up for `flow`: a destination that is a local address of the
+    /// namespace is looked up through the netdev that owns it, not the sender's, so the
+    /// route is the local one (through the loopback device) whichever device of the
+    /// namespace has the address: the datagram never leaves the host, and
+    /// [`Self::receive`] hands it to the owner's device. Looked up through the sender's
+    /// netdev, an address of another netdev would be routed out of the sender's link.
+    ///
+    /// # Safety
+    ///
+    /// As for [`Self::local_owner`].
+    unsafe fn local_flow<A: Copy + Into<IpAddr>>(&self, flow: Flow<A>) -> Flow<A> {
+        // SAFETY: Per the function's contract.
+        let owner = unsafe { self.local_owner(flow.dst.into()) };
+        if owner.is_null() {
+            return flow;
+        }
+        // SAFETY: `owner` is live under the RCU read lock.
+        let oif = unsafe { NetDevice::from_raw(owner) }.ifindex();
+        Flow { oif, ..flow }
     }
 
     /// Creates the sockets bound to `port` on every address of the namespace.
@@ -646,7 +687,20 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         }
         // SAFETY: The receive path holds the ingress device for the duration of the
         // softirq that runs this callback.
-        let netdev = unsafe { NetDevice::from_raw(dev) };
+        let mut netdev = unsafe { NetDevice::from_raw(dev) };
+        // Local traffic (the sender routed to a local address, see `local_flow`) comes
+        // in on the loopback device: it is for the netdev that owns the destination
+        // address, as if it had come in there.
+        // SAFETY: `dev` is live (above).
+        if unsafe { bindings::metaroce_netdev_is_loopback(dev) } {
+            // SAFETY: Softirq context under the RCU read lock, with the socket (hence
+            // `net`) live; the owner stays live until the callback returns.
+            let owner = unsafe { self.local_owner(info.dst.ip()) };
+            if !owner.is_null() {
+                // SAFETY: Live under the RCU read lock, which the callback holds.
+                netdev = unsafe { NetDevice::from_raw(owner) };
+            }
+        }
         self.handler.on_datagram(Received {
             skb,
             info,

@@ -1305,3 +1305,167 @@ fn one_segment_binds_no_more_than_the_srq_window() {
         assert_eq!(n.mem[1].srq_taken, SRQ_CLAIM_WINDOW as u32);
     });
 }
+
+/// A connection to itself ([MR-CONN-15]): two QPs of one device, bound to the one
+/// connection whose peer address is the device's own, the driver looping every
+/// datagram back into the same connection.
+struct SelfConn {
+    c: Box<Connection>,
+    mem: Mem,
+    now: Instant,
+}
+
+impl SelfConn {
+    /// As the driver opens it: the peer's id unknown, learned from its own first packet.
+    fn new(paths: u8) -> SelfConn {
+        let mut cfg = Config::new(0x11);
+        cfg.paths = paths;
+        cfg.mtu = 1024;
+        SelfConn { c: fresh(cfg, 5), mem: Mem::default(), now: t0() }
+    }
+
+    fn out(&mut self) -> Vec<Vec<u8>> {
+        let mut v = Vec::new();
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        while let Some(t) = self.c.poll_transmit(self.now, &mut buf) {
+            let mut p = buf[..t.len].to_vec();
+            p.resize(t.len + t.payload.map_or(0, |p| p.len() as usize), 0);
+            v.push(p);
+        }
+        v
+    }
+
+    /// Loops everything back until quiet, letting delayed ACKs (not retransmission
+    /// timers) fire.
+    fn settle(&mut self) {
+        let mut idle = 0;
+        for _ in 0..512 {
+            let pkts = self.out();
+            if pkts.is_empty() {
+                idle += 1;
+                if idle > 2 {
+                    return;
+                }
+                self.now = self.now.add_nanos(self.c.cfg.ack_delay_ns);
+                if self.c.poll_timeout().is_some_and(|t| t <= self.now) {
+                    self.c.handle_timeout(self.now);
+                }
+                continue;
+            }
+            idle = 0;
+            for p in &pkts {
+                let _ = self.c.handle_datagram(self.now, false, p, &mut self.mem);
+            }
+        }
+    }
+
+    fn completions(&mut self) -> Vec<crate::event::Completion> {
+        let mut v = Vec::new();
+        while let Some(e) = self.c.poll_event() {
+            if let Event::Completion(c) = e {
+                v.push(c);
+            }
+        }
+        v
+    }
+}
+
+/// Two QPs of one device talk over the device's connection to itself: every opcode
+/// one way, a SEND the other, all completing in order without a retransmission; the
+/// connection's peer id is its own id, learned from its own `OPEN` packets, and the
+/// request and response streams of the two QPs stay apart.
+// spec: MR-CONN-15, MR-CONN-5, MR-CONN-6
+#[test]
+fn self_connection_carries_every_opcode() {
+    big(|| {
+        let mut s = SelfConn::new(4);
+        let a = s.c.open_qp(1, 2).unwrap();
+        let b = s.c.open_qp(2, 1).unwrap();
+        for i in 0..3 {
+            s.c.post_recv(b, 100 + i, 8192).unwrap();
+        }
+        s.c.post_recv(a, 200, 8192).unwrap();
+        let ops = [
+            Opcode::Send,
+            Opcode::SendImm,
+            Opcode::Write,
+            Opcode::WriteImm,
+            Opcode::Read,
+            Opcode::CompareSwap,
+            Opcode::FetchAdd,
+        ];
+        for (i, &opcode) in ops.iter().enumerate() {
+            let len = if opcode.is_atomic() { 8 } else { 3000 };
+            let wr = WorkRequest { wr_id: i as u64, opcode, len, rkey: 5, remote_addr: 0x1000, imm: 9, ack_req: true, ..Default::default() };
+            s.c.post_send(a, wr).unwrap();
+        }
+        s.c.post_send(b, WorkRequest { wr_id: 50, opcode: Opcode::Send, len: 500, ack_req: true, ..Default::default() }).unwrap();
+        let first = s.out();
+        assert!(!first.is_empty() && first.iter().all(|p| hdr(p).dst_conn == 0 && hdr(p).flags.has(Flags::OPEN)));
+        for p in &first {
+            let _ = s.c.handle_datagram(s.now, false, p, &mut s.mem);
+        }
+        assert_eq!(s.c.peer_conn_id(), 0x11);
+        s.settle();
+        assert!(s.c.peer_knows_us());
+        let done = s.completions();
+        let at = |qp: QpId| -> Vec<(u64, WcStatus)> { done.iter().filter(|c| c.qp == qp).map(|c| (c.wr_id, c.status)).collect() };
+        let ok = WcStatus::Success;
+        assert_eq!(at(a), [(0, ok), (1, ok), (2, ok), (3, ok), (4, ok), (5, ok), (6, ok), (200, ok)], "{}", s.c.debug_state());
+        assert_eq!(at(b), [(50, ok), (100, ok), (101, ok), (102, ok)]);
+        let imm: Vec<_> = done.iter().filter(|c| c.qp == b).map(|c| c.imm).collect();
+        assert_eq!(imm, [None, None, Some(9), Some(9)]);
+        let st = s.c.stats();
+        assert_eq!((st.timeouts, st.tx_retransmits, st.rx_wrong_conn, st.rx_no_qp), (0, 0, 0, 0));
+        // The requests' bytes were placed once each: SEND, SEND_IMM, WRITE,
+        // WRITE_IMM at the responder, the READ response and the two atomics' original
+        // values at the requester, b's SEND.
+        assert_eq!(s.mem.placed, 5 * 3000 + 2 * 8 + 500);
+    });
+}
+
+/// The identity checks hold on a connection to itself: once its own packets have
+/// shown that it knows its id, a packet with `dst_conn` 0 (`OPEN` or not) and one
+/// with another `src_conn` are dropped as for any peer; traffic goes on.
+// spec: MR-CONN-15, MR-CONN-13, MR-CONN-5
+#[test]
+fn self_connection_keeps_the_id_checks() {
+    big(|| {
+        let mut s = SelfConn::new(2);
+        let a = s.c.open_qp(1, 2).unwrap();
+        let b = s.c.open_qp(2, 1).unwrap();
+        s.c.post_send(a, write(1, 2000, 5)).unwrap();
+        let held = s.out();
+        assert!(held.len() >= 2);
+        let (late, rest) = held.split_first().unwrap();
+        for p in rest {
+            let _ = s.c.handle_datagram(s.now, false, p, &mut s.mem);
+        }
+        s.settle();
+        assert!(s.c.peer_knows_us());
+        // A's first packet, late: OPEN with dst_conn 0.
+        assert_eq!(s.c.handle_datagram(s.now, false, late, &mut s.mem), Err(RxDrop::WrongConnection));
+        let close = crate::wire::Control { code: crate::wire::ControlCode::Close, path: 0, value: 1 };
+        let mut buf = [0u8; MIN_TRANSMIT_BUF];
+        for h in [
+            Header { src_conn: 0x11, dst_conn: 0, flags: Flags(Flags::OPEN), ..Default::default() },
+            Header { src_conn: 0x12, dst_conn: 0x11, ..Default::default() },
+        ] {
+            let len = PacketRepr::Control { header: h, control: close }.emit(&mut buf).unwrap();
+            assert_eq!(s.c.handle_datagram(s.now, false, &buf[..len], &mut s.mem), Err(RxDrop::WrongConnection));
+        }
+        assert_eq!(s.c.state(), ConnState::Open);
+        assert_eq!(s.c.stats().rx_wrong_conn, 3);
+        // The late packet's data goes again; b answers a.
+        s.c.post_send(b, write(2, 100, 5)).unwrap();
+        for ms in 1..=200 {
+            s.now = s.now.max(t0().add_nanos(ms * 1_000_000));
+            if s.c.poll_timeout().is_some_and(|t| t <= s.now) {
+                s.c.handle_timeout(s.now);
+            }
+            s.settle();
+        }
+        let done: Vec<_> = s.completions().iter().map(|c| (c.qp, c.wr_id, c.status)).collect();
+        assert_eq!(done, [(a, 1, WcStatus::Success), (b, 2, WcStatus::Success)], "{}", s.c.debug_state());
+    });
+}
