@@ -20,7 +20,7 @@ APT_PKGS=(
 	clang-22 lld-22 llvm-22 libclang-22-dev
 	# kernel build tools
 	make gcc flex bison libelf-dev libssl-dev bc cpio dwarves kmod rsync xz-utils
-	python3-venv python3-pip
+	python3-venv python3-pip python3-docutils
 	# test VM and the userspace it runs (the guest shares the host's root)
 	busybox-static
 	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils python3-pyverbs
