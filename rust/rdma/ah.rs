@@ -97,10 +97,17 @@ pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
         if av.port_num != 1 {
             return Err(EINVAL);
         }
-        let taken = dev.objects().quotas.ah.take(T::device_attributes(dev).max_ah)?;
+        let taken = dev
+            .objects()
+            .quotas
+            .ah
+            .take(T::device_attributes(dev).max_ah)?;
         // The CM creates AHs under spinlocks (without `RDMA_CREATE_AH_SLEEPABLE`), and the
         // AH is made under the table's lock: never sleep here.
-        let num = dev.objects().ahs.insert_atomic(|num| Ok(Arc::new(Ah { num, pd, av }, GFP_ATOMIC)?))?;
+        let num = dev
+            .objects()
+            .ahs
+            .insert_atomic(|num| Ok(Arc::new(Ah { num, pd, av }, GFP_ATOMIC)?))?;
         // Providers older than the response get no number, as with rdma_rxe.
         if let Some(u) = udata.filter(|u| u.outlen() >= size_of::<CreateAhResp>()) {
             if let Err(e) = u.write(&CreateAhResp {
@@ -124,7 +131,12 @@ pub(crate) unsafe extern "C" fn destroy_ah<T: Driver>(
     _flags: u32,
 ) -> kernel::ffi::c_int {
     // SAFETY: The core destroys a live AH of ours once.
-    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibah).device), &mut *ibah.cast::<AhObject>()) };
+    let (dev, obj) = unsafe {
+        (
+            Device::<T>::from_raw((*ibah).device),
+            &mut *ibah.cast::<AhObject>(),
+        )
+    };
     if let Some(ah) = obj.ah.take() {
         dev.objects().quotas.ah.put();
         dev.objects().ahs.remove(ah.num);

@@ -268,7 +268,12 @@ impl Cq {
 
     /// [`Cq::push`] for a completion of QP `qp` (the `ib_qp` a kernel consumer finds in
     /// `wc->qp`; NULL when unknown).
-    pub(crate) fn push_for(&self, wc: &WorkCompletion, qp: *mut bindings::ib_qp, solicited: bool) -> Result {
+    pub(crate) fn push_for(
+        &self,
+        wc: &WorkCompletion,
+        qp: *mut bindings::ib_qp,
+        solicited: bool,
+    ) -> Result {
         let uwc = UverbsWc {
             wr_id: wc.wr_id,
             status: wc.status as u32,
@@ -348,7 +353,11 @@ impl Cq {
 
     /// The number of completions user space has not polled yet.
     pub fn count(&self) -> u32 {
-        self.inner.lock().attached.as_ref().map_or(0, |a| a.queue.count())
+        self.inner
+            .lock()
+            .attached
+            .as_ref()
+            .map_or(0, |a| a.queue.count())
     }
 
     /// The number of completions dropped on overflow.
@@ -414,7 +423,11 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
         if attr.flags != 0 {
             return Err(EOPNOTSUPP);
         }
-        let taken = dev.objects().quotas.cq.take(T::device_attributes(dev).max_cq)?;
+        let taken = dev
+            .objects()
+            .quotas
+            .cq
+            .take(T::device_attributes(dev).max_cq)?;
         let max_cqe = T::device_attributes(dev).max_cqe;
         if attr.cqe == 0 || attr.cqe > max_cqe {
             return Err(EINVAL);
@@ -427,7 +440,12 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
                 let uctx = udata.ucontext();
                 // SAFETY: The user context is live during the verb.
                 let queue = unsafe {
-                    Queue::new(uctx, slot_count(attr.cqe)?, size_of::<UverbsWc>(), Direction::ToClient)?
+                    Queue::new(
+                        uctx,
+                        slot_count(attr.cqe)?,
+                        size_of::<UverbsWc>(),
+                        Direction::ToClient,
+                    )?
                 };
                 udata.write(&CqResp { mi: queue.info() })?;
                 let cqe = queue.capacity();
@@ -438,7 +456,14 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
                 let n = attr.cqe as usize;
                 let mut wcs = KVec::with_capacity(n, GFP_KERNEL)?;
                 wcs.resize(n, bindings::ib_wc::default(), GFP_KERNEL)?;
-                (Ring::Kernel(KernelRing { wcs, head: 0, len: 0 }), attr.cqe)
+                (
+                    Ring::Kernel(KernelRing {
+                        wcs,
+                        head: 0,
+                        len: 0,
+                    }),
+                    attr.cqe,
+                )
             }
         };
         let cq = Arc::pin_init(
@@ -470,7 +495,12 @@ pub(crate) unsafe extern "C" fn destroy_cq<T: Driver>(
     _udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
     // SAFETY: The core destroys a live CQ of ours once, with no QP using it any more.
-    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibcq).device), CqObject::from_raw(ibcq)) };
+    let (dev, obj) = unsafe {
+        (
+            Device::<T>::from_raw((*ibcq).device),
+            CqObject::from_raw(ibcq),
+        )
+    };
     if let Some(cq) = obj.cq.take() {
         dev.objects().quotas.cq.put();
         // Detach under the lock: no handler runs on the `ib_cq` after this; the ring is
@@ -489,7 +519,11 @@ pub(crate) unsafe extern "C" fn resize_user_cq<T: Driver>(
     from_result(|| {
         // SAFETY: Live CQ of one of our devices; `udata` valid or NULL.
         let (dev, udata, cq) = unsafe {
-            (Device::<T>::from_raw((*ibcq).device), UData::from_raw(udata), CqObject::get(ibcq)?)
+            (
+                Device::<T>::from_raw((*ibcq).device),
+                UData::from_raw(udata),
+                CqObject::get(ibcq)?,
+            )
         };
         let udata = udata.ok_or(EOPNOTSUPP)?;
         if udata.outlen() < size_of::<CqResp>() {
@@ -504,7 +538,12 @@ pub(crate) unsafe extern "C" fn resize_user_cq<T: Driver>(
         let uctx = udata.ucontext();
         // SAFETY: The user context is live during the verb.
         let mut new = unsafe {
-            Queue::new(uctx, slot_count(cqe)?, size_of::<UverbsWc>(), Direction::ToClient)?
+            Queue::new(
+                uctx,
+                slot_count(cqe)?,
+                size_of::<UverbsWc>(),
+                Direction::ToClient,
+            )?
         };
         let old = {
             let mut inner = cq.inner.lock();
@@ -558,7 +597,11 @@ pub(crate) unsafe extern "C" fn poll_cq(
         // SAFETY: Live CQ of ours (a kernel consumer's: only they call `poll_cq`).
         let cq = unsafe { CqObject::get(ibcq)? };
         let mut inner = cq.inner.lock();
-        let Some(Attached { queue: Ring::Kernel(k), .. }) = inner.attached.as_mut() else {
+        let Some(Attached {
+            queue: Ring::Kernel(k),
+            ..
+        }) = inner.attached.as_mut()
+        else {
             return Err(EINVAL);
         };
         let mut n = 0;

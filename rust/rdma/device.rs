@@ -21,8 +21,8 @@ use crate::{
     quota::Quotas,
     restrack::ResourceAttrs,
     srq::{self, Srq},
-    table::Table,
     stats::{self, CounterDesc},
+    table::Table,
 };
 use core::{
     marker::PhantomData,
@@ -236,7 +236,11 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Adds the driver's attributes of `qp` to the RDMA netlink resource view
     /// (`rdma -dd resource show qp`); none by default. Process context.
-    fn qp_resource(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>, _attrs: &mut ResourceAttrs<'_>) -> Result {
+    fn qp_resource(
+        _dev: &Device<Self>,
+        _qp: &Arc<Qp<Self>>,
+        _attrs: &mut ResourceAttrs<'_>,
+    ) -> Result {
         Ok(())
     }
 }
@@ -477,7 +481,8 @@ impl<T: Driver> Device<T> {
             (*ib).num_comp_vectors = 1;
             (*ib).local_dma_lkey = 0;
             (*ib).node_guid = node_guid(netdev).to_be();
-            (*ib).uverbs_cmd_mask |= 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND
+            (*ib).uverbs_cmd_mask |= 1u64
+                << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND
                 | 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
             bindings::ib_set_device_ops(ib, &ops);
         }
@@ -486,7 +491,9 @@ impl<T: Driver> Device<T> {
         // SAFETY: Fully set up. On failure the core hands the device back to us; on
         // success it may be unregistered (and freed) at any time after this returns, so
         // `self` is not touched afterwards.
-        let ret = to_result(unsafe { bindings::ib_register_device(ib, name.as_char_ptr(), ptr::null_mut()) });
+        let ret = to_result(unsafe {
+            bindings::ib_register_device(ib, name.as_char_ptr(), ptr::null_mut())
+        });
         if ret.is_err() {
             registry.remove(this);
         }
@@ -677,7 +684,10 @@ impl<T: Driver> Registry<T> {
                     // SAFETY: Live while listed (type invariant); pinning the `struct
                     // device` keeps the memory live after it is unlisted.
                     unsafe { bindings::metaroce_ib_device_pin(d.0.as_ptr().cast()) };
-                    if pinned.push(d.0.as_ptr().cast::<bindings::ib_device>(), GFP_ATOMIC).is_err() {
+                    if pinned
+                        .push(d.0.as_ptr().cast::<bindings::ib_device>(), GFP_ATOMIC)
+                        .is_err()
+                    {
                         // SAFETY: Pinned just above.
                         unsafe { bindings::metaroce_ib_device_unpin(d.0.as_ptr().cast()) };
                         break;
@@ -735,7 +745,8 @@ impl<T: Driver> Adapter<T> {
             // Kernel consumers (the MAD layer) address memory by kernel virtual address with
             // the device's local DMA key (0), as with rdma_rxe's virtual DMA.
             attr.kernel_cap_flags = (bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG
-                | bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY) as u64;
+                | bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY)
+                as u64;
             attr.max_send_sge = a.max_send_sge;
             attr.max_recv_sge = a.max_recv_sge;
             attr.max_sge_rd = a.max_sge_rd;
@@ -833,7 +844,10 @@ impl<T: Driver> Adapter<T> {
         bindings::rdma_link_layer_IB_LINK_LAYER_ETHERNET
     }
 
-    unsafe extern "C" fn get_netdev(ib: *mut bindings::ib_device, port: u32) -> *mut bindings::net_device {
+    unsafe extern "C" fn get_netdev(
+        ib: *mut bindings::ib_device,
+        port: u32,
+    ) -> *mut bindings::net_device {
         if port != 1 {
             return ptr::null_mut();
         }
@@ -841,7 +855,8 @@ impl<T: Driver> Adapter<T> {
         // allocation (after `register` set the fields) to deallocation.
         let dev = unsafe { Device::<T>::from_raw(ib) };
         // The core takes over the reference (`ib_device_get_netdev` returns it held).
-        dev.netdev().map_or(ptr::null_mut(), |n| ARef::into_raw(n).as_ptr().cast())
+        dev.netdev()
+            .map_or(ptr::null_mut(), |n| ARef::into_raw(n).as_ptr().cast())
     }
 
     unsafe extern "C" fn query_pkey(
@@ -886,7 +901,11 @@ impl<T: Driver> Adapter<T> {
         // SAFETY: The core passes a live PD of one of our live devices.
         let dev = unsafe { Device::<T>::from_raw((*pd).device) };
         from_result(|| {
-            let taken = dev.objects().quotas.pd.take(T::device_attributes(dev).max_pd)?;
+            let taken = dev
+                .objects()
+                .quotas
+                .pd
+                .take(T::device_attributes(dev).max_pd)?;
             T::alloc_pd(dev)?;
             taken.keep();
             Ok(0)

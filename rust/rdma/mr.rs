@@ -206,7 +206,9 @@ impl Mr {
 
     /// The page table position of `[va, va + len)`; `EFAULT` when it is not inside.
     fn position(&self, va: u64, len: u64) -> Result<usize> {
-        self.offset_of(va, len)?.checked_add(self.first).ok_or(EFAULT)
+        self.offset_of(va, len)?
+            .checked_add(self.first)
+            .ok_or(EFAULT)
     }
 
     /// Copies `data` into the region at virtual address `va`.
@@ -255,7 +257,13 @@ impl Mr {
         // their number and only appends fragments, each with its own page reference,
         // to the skb we own (`&mut`).
         kernel::error::to_result(unsafe {
-            bindings::metaroce_pages_to_skb(self.pages.as_ptr().cast(), self.pages.len(), pos, len, skb.as_raw())
+            bindings::metaroce_pages_to_skb(
+                self.pages.as_ptr().cast(),
+                self.pages.len(),
+                pos,
+                len,
+                skb.as_raw(),
+            )
         })
     }
 
@@ -292,7 +300,15 @@ impl Mr {
         // SAFETY: The pages are live; the helper checks bounds and alignment and writes
         // `orig`.
         kernel::error::to_result(unsafe {
-            bindings::metaroce_pages_atomic64(self.pages.as_ptr().cast(), self.pages.len(), pos, is_cas, a, b, &mut orig)
+            bindings::metaroce_pages_atomic64(
+                self.pages.as_ptr().cast(),
+                self.pages.len(),
+                pos,
+                is_cas,
+                a,
+                b,
+                &mut orig,
+            )
         })?;
         Ok(orig)
     }
@@ -310,7 +326,11 @@ unsafe fn umem_pages(umem: NonNull<bindings::ib_umem>) -> Result<KVVec<NonNull<b
     // SAFETY: The helper stores at most `n` page pointers (never NULL: they are the
     // umem's pinned pages) into the spare capacity, which has room for `n`.
     let got = unsafe {
-        bindings::metaroce_umem_pages(umem.as_ptr(), pages.spare_capacity_mut().as_mut_ptr().cast(), n)
+        bindings::metaroce_umem_pages(
+            umem.as_ptr(),
+            pages.spare_capacity_mut().as_mut_ptr().cast(),
+            n,
+        )
     };
     let got = usize::try_from(got).map_err(|_| EINVAL)?;
     if got != n {
@@ -340,7 +360,13 @@ impl Table<Mr> {
     /// Usable in softirq context: no reference escapes, and [`unlist`](Self::unlist)
     /// does not return while `f` runs. The lookup holds the table's lock; `f` runs
     /// outside it and must not sleep.
-    pub fn with_mr<R>(&self, key: u32, pd: PdId, access: Access, f: impl FnOnce(&Mr) -> Result<R>) -> Result<R> {
+    pub fn with_mr<R>(
+        &self,
+        key: u32,
+        pd: PdId,
+        access: Access,
+        f: impl FnOnce(&Mr) -> Result<R>,
+    ) -> Result<R> {
         let mr = self.with(key >> 8, |mr| {
             let mr = mr.ok_or(EINVAL)?;
             if mr.key != key {
@@ -404,7 +430,13 @@ pub(crate) unsafe extern "C" fn get_dma_mr(
     if access as u32 & remote as u32 != 0 {
         return EOPNOTSUPP.to_ptr();
     }
-    let obj = match KBox::new(MrObject { ib: Opaque::zeroed(), mr: None }, GFP_KERNEL) {
+    let obj = match KBox::new(
+        MrObject {
+            ib: Opaque::zeroed(),
+            mr: None,
+        },
+        GFP_KERNEL,
+    ) {
         Ok(o) => KBox::into_raw(o),
         Err(e) => return Error::from(e).to_ptr(),
     };
@@ -454,13 +486,24 @@ unsafe fn reg_user_mr_inner<T: Driver>(
     if length == 0 || length > T::device_attributes(dev).max_mr_size {
         return Err(EINVAL);
     }
-    let taken = dev.objects().quotas.mr.take(T::device_attributes(dev).max_mr)?;
+    let taken = dev
+        .objects()
+        .quotas
+        .mr
+        .take(T::device_attributes(dev).max_mr)?;
     let addr = usize::try_from(start).map_err(|_| EINVAL)?;
     let len = usize::try_from(length).map_err(|_| EINVAL)?;
     iova.checked_add(length).ok_or(EINVAL)?;
     // SAFETY: Live device; pins the user pages (writable when any write right is asked).
     let umem = from_err_ptr(unsafe {
-        bindings::ib_umem_get_attr_or_va(dev.as_raw(), core::ptr::null(), 0, addr as u64, len, access.bits() as _)
+        bindings::ib_umem_get_attr_or_va(
+            dev.as_raw(),
+            core::ptr::null(),
+            0,
+            addr as u64,
+            len,
+            access.bits() as _,
+        )
     })?;
     // SAFETY: Not NULL: `from_err_ptr` passed it and `ib_umem_get` never returns NULL.
     let umem = unsafe { NonNull::new_unchecked(umem) };

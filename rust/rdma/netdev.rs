@@ -200,12 +200,13 @@ impl<T: NotifierHandler> Notifier<T> {
     ) -> kernel::ffi::c_int {
         // SAFETY: `nb` is the `nb` field of a live, registered `Notifier<T>` (it is
         // unregistered before being freed), so the containing struct is live.
-        let this = unsafe { &*kernel::container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), Self, nb) };
+        let this = unsafe {
+            &*kernel::container_of!(nb.cast::<Opaque<bindings::notifier_block>>(), Self, nb)
+        };
         // SAFETY: For netdevice notifiers `info` is a `netdev_notifier_info` whose device
         // is live for the duration of the call.
-        let dev = unsafe {
-            NetDevice::from_raw(bindings::metaroce_netdev_notifier_info_to_dev(info))
-        };
+        let dev =
+            unsafe { NetDevice::from_raw(bindings::metaroce_netdev_notifier_info_to_dev(info)) };
         this.handler.on_event(Event::from_raw(event as u64), dev);
         bindings::NOTIFY_OK as kernel::ffi::c_int
     }

@@ -150,13 +150,21 @@ impl<T: Driver> Qp<T> {
 
     /// Adds a completion to the send CQ.
     pub fn push_send(&self, wc: &WorkCompletion) -> Result {
-        let ib = self.inner.lock().ib.map_or(core::ptr::null_mut(), NonNull::as_ptr);
+        let ib = self
+            .inner
+            .lock()
+            .ib
+            .map_or(core::ptr::null_mut(), NonNull::as_ptr);
         self.send_cq.push_for(wc, ib, false)
     }
 
     /// Adds a completion to the receive CQ; `solicited` as for [`Cq::push`].
     pub fn push_recv(&self, wc: &WorkCompletion, solicited: bool) -> Result {
-        let ib = self.inner.lock().ib.map_or(core::ptr::null_mut(), NonNull::as_ptr);
+        let ib = self
+            .inner
+            .lock()
+            .ib
+            .map_or(core::ptr::null_mut(), NonNull::as_ptr);
         self.recv_cq.push_for(wc, ib, solicited)
     }
 
@@ -254,7 +262,10 @@ impl<T: Driver> Qp<T> {
     pub fn flush_send_queue(&self) -> usize {
         let mut n = 0;
         while let Some(w) = self.kernel_send_pop() {
-            if self.push_send(&WorkCompletion::flushed(w.wr_id, WcOpcode::Send, self.qpn)).is_err() {
+            if self
+                .push_send(&WorkCompletion::flushed(w.wr_id, WcOpcode::Send, self.qpn))
+                .is_err()
+            {
                 break;
             }
             n += 1;
@@ -266,10 +277,15 @@ impl<T: Driver> Qp<T> {
         let mut raw = [0u8; 16];
         while let Ok(true) = wq.queue.read_head(0, &mut raw) {
             // `wr_id` at 0, `opcode` at 12 of `struct rxe_send_wr`.
-            let wr_id = u64::from_ne_bytes([raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7]]);
+            let wr_id = u64::from_ne_bytes([
+                raw[0], raw[1], raw[2], raw[3], raw[4], raw[5], raw[6], raw[7],
+            ]);
             let op = u32::from_ne_bytes([raw[12], raw[13], raw[14], raw[15]]);
             let opcode = SendOpcode::from_raw(op).map_or(WcOpcode::Send, SendOpcode::wc_opcode);
-            if self.push_send(&WorkCompletion::flushed(wr_id, opcode, self.qpn)).is_err() {
+            if self
+                .push_send(&WorkCompletion::flushed(wr_id, opcode, self.qpn))
+                .is_err()
+            {
                 break;
             }
             wq.queue.advance_consumer();
@@ -282,7 +298,13 @@ impl<T: Driver> Qp<T> {
     pub fn flush_recv_queue(&self) -> usize {
         let mut n = 0;
         while let Some(w) = self.kernel_recv_pop() {
-            if self.push_recv(&WorkCompletion::flushed(w.wr_id, WcOpcode::Recv, self.qpn), false).is_err() {
+            if self
+                .push_recv(
+                    &WorkCompletion::flushed(w.wr_id, WcOpcode::Recv, self.qpn),
+                    false,
+                )
+                .is_err()
+            {
                 break;
             }
             n += 1;

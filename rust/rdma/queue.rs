@@ -70,7 +70,10 @@ impl Queue {
         elem_size: usize,
         dir: Direction,
     ) -> Result<Self> {
-        let slot = elem_size.max(MIN_SLOT).checked_next_power_of_two().ok_or(EINVAL)?;
+        let slot = elem_size
+            .max(MIN_SLOT)
+            .checked_next_power_of_two()
+            .ok_or(EINVAL)?;
         let slots = num_elem
             .checked_add(1)
             .and_then(u32::checked_next_power_of_two)
@@ -194,7 +197,9 @@ impl Queue {
     /// consumer index. Returns `false` when fewer than `ahead + 1` elements wait.
     pub fn read_at(&self, ahead: u32, offset: usize, out: &mut [u8]) -> Result<bool> {
         if self.dir != Direction::FromClient
-            || offset.checked_add(out.len()).is_none_or(|end| end > self.slot_size())
+            || offset
+                .checked_add(out.len())
+                .is_none_or(|end| end > self.slot_size())
         {
             return Err(EINVAL);
         }
@@ -204,7 +209,9 @@ impl Queue {
         let index = self.index.wrapping_add(ahead);
         // SAFETY: The range is inside the slot (checked above), inside the buffer. User
         // space may write it concurrently; we only copy bytes, which any value may hold.
-        unsafe { ptr::copy_nonoverlapping(self.slot(index).add(offset), out.as_mut_ptr(), out.len()) };
+        unsafe {
+            ptr::copy_nonoverlapping(self.slot(index).add(offset), out.as_mut_ptr(), out.len())
+        };
         Ok(true)
     }
 
@@ -219,7 +226,9 @@ impl Queue {
     /// unions of them): user space may be writing the bytes.
     pub unsafe fn read_as_at<T>(&self, ahead: u32, offset: usize) -> Result<Option<T>> {
         if self.dir != Direction::FromClient
-            || offset.checked_add(size_of::<T>()).is_none_or(|end| end > self.slot_size())
+            || offset
+                .checked_add(size_of::<T>())
+                .is_none_or(|end| end > self.slot_size())
         {
             return Err(EINVAL);
         }
@@ -229,7 +238,9 @@ impl Queue {
         let index = self.index.wrapping_add(ahead);
         // SAFETY: The range is inside the slot (checked above), inside the buffer; any
         // bytes are a valid `T` (the caller's contract), whatever user space writes.
-        Ok(Some(unsafe { ptr::read_unaligned(self.slot(index).add(offset).cast::<T>()) }))
+        Ok(Some(unsafe {
+            ptr::read_unaligned(self.slot(index).add(offset).cast::<T>())
+        }))
     }
 
     /// Consumes the element at the consumer index (user-produced rings only); does

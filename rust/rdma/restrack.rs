@@ -33,7 +33,10 @@ impl ResourceAttrs<'_> {
         if nest.is_null() {
             return Err(EMSGSIZE);
         }
-        let r = f(&mut ResourceAttrs { msg, _msg: PhantomData });
+        let r = f(&mut ResourceAttrs {
+            msg,
+            _msg: PhantomData,
+        });
         // SAFETY: `nest` was opened in `msg` above and nothing after it was closed.
         unsafe {
             match r {
@@ -60,6 +63,8 @@ impl ResourceAttrs<'_> {
     /// Adds a `u32` attribute `name` shown in hexadecimal.
     pub fn u32_hex(&mut self, name: &CStr, value: u32) -> Result {
         // SAFETY: As for `u32`.
-        to_result(unsafe { bindings::rdma_nl_put_driver_u32_hex(self.msg, name.as_char_ptr(), value) })
+        to_result(unsafe {
+            bindings::rdma_nl_put_driver_u32_hex(self.msg, name.as_char_ptr(), value)
+        })
     }
 }

@@ -232,7 +232,8 @@ impl CachedRoute for Route4 {
         let mut saddr = 0u32;
         // SAFETY: The cache is initialized (type invariant); bottom halves are
         // disabled (the function's contract).
-        let rt = NonNull::new(unsafe { bindings::dst_cache_get_ip4(&mut cache.cache, &mut saddr) })?;
+        let rt =
+            NonNull::new(unsafe { bindings::dst_cache_get_ip4(&mut cache.cache, &mut saddr) })?;
         // INVARIANT: `dst_cache_get_ip4` returns a held route.
         Some(Route4 {
             rt,
@@ -263,7 +264,8 @@ impl CachedRoute for Route6 {
         }
         let mut saddr = bindings::in6_addr::default();
         // SAFETY: As for IPv4.
-        let dst = NonNull::new(unsafe { bindings::dst_cache_get_ip6(&mut cache.cache, &mut saddr) })?;
+        let dst =
+            NonNull::new(unsafe { bindings::dst_cache_get_ip6(&mut cache.cache, &mut saddr) })?;
         // SAFETY: `saddr` was written by the lookup.
         let src = Ipv6Addr::from(unsafe { saddr.in6_u.u6_addr8 });
         // INVARIANT: `dst_cache_get_ip6` returns a held route; only routes without

@@ -172,8 +172,13 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: The core passes a live SRQ of one of our devices and valid arguments.
-        let (dev, init, udata) =
-            unsafe { (Device::<T>::from_raw((*ibsrq).device), &mut *init, UData::from_raw(udata)) };
+        let (dev, init, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ibsrq).device),
+                &mut *init,
+                UData::from_raw(udata),
+            )
+        };
         // Only user SRQs: no kernel consumer of this device uses one.
         let udata = udata.ok_or(EOPNOTSUPP)?;
         if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
@@ -226,7 +231,11 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
                 GFP_KERNEL,
             )
         })?;
-        if let Err(e) = udata.write(&CreateSrqResp { mi, srq_num: num, reserved: 0 }) {
+        if let Err(e) = udata.write(&CreateSrqResp {
+            mi,
+            srq_num: num,
+            reserved: 0,
+        }) {
             dev.objects().srqs.remove(num);
             return Err(e);
         }
@@ -250,9 +259,17 @@ pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
         // SAFETY: Live SRQ of one of our devices; `attr` valid for reads; `udata` valid
         // or NULL.
         let (dev, srq, attr, udata) = unsafe {
-            (Device::<T>::from_raw((*ibsrq).device), SrqObject::get(ibsrq)?, &*attr, UData::from_raw(udata))
+            (
+                Device::<T>::from_raw((*ibsrq).device),
+                SrqObject::get(ibsrq)?,
+                &*attr,
+                UData::from_raw(udata),
+            )
         };
-        let (max_wr, limit) = (bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR, bindings::ib_srq_attr_mask_IB_SRQ_LIMIT);
+        let (max_wr, limit) = (
+            bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR,
+            bindings::ib_srq_attr_mask_IB_SRQ_LIMIT,
+        );
         if mask & !(max_wr | limit) != 0 {
             return Err(EINVAL);
         }
@@ -272,9 +289,23 @@ pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
         if attr.max_wr == 0 || attr.max_wr > T::device_attributes(dev).max_srq_wr {
             return Err(EINVAL);
         }
-        let elem_size = srq.inner.lock().wq.as_ref().ok_or(EINVAL)?.queue.elem_size();
+        let elem_size = srq
+            .inner
+            .lock()
+            .wq
+            .as_ref()
+            .ok_or(EINVAL)?
+            .queue
+            .elem_size();
         // SAFETY: The user context is live during the verb.
-        let mut new = unsafe { Queue::new(udata.ucontext(), attr.max_wr, elem_size, Direction::FromClient)? };
+        let mut new = unsafe {
+            Queue::new(
+                udata.ucontext(),
+                attr.max_wr,
+                elem_size,
+                Direction::FromClient,
+            )?
+        };
         // As rdma_rxe: the information goes out first, so that a bad address changes
         // nothing; should the move then fail, rdma-core does not map the new ring.
         UData::write_to_user(cmd.mmap_info_addr, &new.info())?;
@@ -318,7 +349,12 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
     _udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
     // SAFETY: The core destroys a live SRQ of ours once, with no QP using it any more.
-    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibsrq).device), SrqObject::from_raw(ibsrq)) };
+    let (dev, obj) = unsafe {
+        (
+            Device::<T>::from_raw((*ibsrq).device),
+            SrqObject::from_raw(ibsrq),
+        )
+    };
     if let Some(srq) = obj.srq.take() {
         dev.objects().quotas.srq.put();
         dev.objects().srqs.remove(srq.num);

@@ -97,7 +97,8 @@ impl<V: Send + Sync + 'static> Table<V> {
         let obj = make(n)?;
         guard.store(n as usize, obj, GFP_ATOMIC)?;
         drop(guard);
-        self.cursor.store(if n == self.max { self.min } else { n + 1 }, Relaxed);
+        self.cursor
+            .store(if n == self.max { self.min } else { n + 1 }, Relaxed);
         Ok(n)
     }
 

@@ -70,7 +70,9 @@ pub fn packet_tx(p: &PacketFields, retx: bool) {
 #[inline]
 pub fn packet_rx(p: &PacketFields, ce: bool, verdict: RxVerdict) {
     // SAFETY: Plain values.
-    unsafe { bindings::metaroce_trace_packet_rx(p.conn, p.ty, p.path, p.psn, p.len, ce, verdict as u8) }
+    unsafe {
+        bindings::metaroce_trace_packet_rx(p.conn, p.ty, p.path, p.psn, p.len, ce, verdict as u8)
+    }
 }
 
 /// `metaroce_rto`: `count` retransmission timeouts on `path` in one run, `total` since

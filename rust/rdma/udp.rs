@@ -16,13 +16,13 @@
 //! Received datagrams go to [`DatagramHandler::on_datagram`] as a [`Received`], in
 //! softirq context. Transmission: [`UdpTunnel::send`].
 
+pub use crate::route::RouteCache;
 use crate::{
     bindings,
     netdev::{NetDevice, NetDeviceId},
     route::{cached_or_lookup, Flow, Route4, Route6},
     skb::{SkBuff, UDP_TUNNEL_HEADROOM},
 };
-pub use crate::route::RouteCache;
 use core::{
     marker::{PhantomData, PhantomPinned},
     net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr},
@@ -347,7 +347,13 @@ impl<H: DatagramHandler> UdpTunnel<H> {
 
     /// Sends as [`UdpTunnel::send`] does, with the route kept in `routes` between
     /// datagrams of the same flow (a sender keeps one cache per flow it sends on).
-    pub fn send_cached(&self, netdev: &NetDevice, to: &Destination, payload: SkBuff, routes: &mut RouteCache) -> Result {
+    pub fn send_cached(
+        &self,
+        netdev: &NetDevice,
+        to: &Destination,
+        payload: SkBuff,
+        routes: &mut RouteCache,
+    ) -> Result {
         self.send_routed(netdev, to, payload, Some(routes))
     }
 
@@ -422,7 +428,9 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                 };
                 // SAFETY: The socket is open under the RCU read lock, so `net` is live
                 // (type invariant).
-                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route4::lookup(self.net, &self.local_flow(flow)) }) {
+                let rt = match cached_or_lookup(routes, &flow, || unsafe {
+                    Route4::lookup(self.net, &self.local_flow(flow))
+                }) {
                     Ok(rt) => rt,
                     Err(e) => {
                         payload.discard();
@@ -466,7 +474,9 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                     dst_port: to.dst_port,
                 };
                 // SAFETY: As for IPv4; `sk` is a socket of `net`.
-                let rt = match cached_or_lookup(routes, &flow, || unsafe { Route6::lookup(self.net, sk, &self.local_flow(flow)) }) {
+                let rt = match cached_or_lookup(routes, &flow, || unsafe {
+                    Route6::lookup(self.net, sk, &self.local_flow(flow))
+                }) {
                     Ok(rt) => rt,
                     Err(e) => {
                         payload.discard();
@@ -515,7 +525,9 @@ impl<H: DatagramHandler> UdpTunnel<H> {
     unsafe fn local_owner(&self, addr: IpAddr) -> *mut bindings::net_device {
         match addr {
             // SAFETY: `net` is live under the RCU read lock (function's contract).
-            IpAddr::V4(a) => unsafe { bindings::metaroce_ip_dev_find_rcu(self.net, u32::from(a).to_be()) },
+            IpAddr::V4(a) => unsafe {
+                bindings::metaroce_ip_dev_find_rcu(self.net, u32::from(a).to_be())
+            },
             IpAddr::V6(a) => {
                 let mut a6 = bindings::in6_addr::default();
                 a6.in6_u.u6_addr8 = a.octets();

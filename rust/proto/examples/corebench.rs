@@ -31,7 +31,10 @@ impl Memory for NullMem {
 }
 
 fn main() {
-    let secs: u64 = std::env::args().nth(1).and_then(|s| s.parse().ok()).unwrap_or(3);
+    let secs: u64 = std::env::args()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(3);
     let mtu = 4096u32;
     let mut cfg = Config::new(0x11);
     cfg.mtu = mtu;
@@ -50,7 +53,13 @@ fn main() {
     let mut post = |a: &mut Connection, n: usize| {
         for _ in 0..n {
             next_id += 1;
-            let wr = WorkRequest { wr_id: next_id, opcode: Opcode::Write, len: msg, rkey: 1, ..Default::default() };
+            let wr = WorkRequest {
+                wr_id: next_id,
+                opcode: Opcode::Write,
+                len: msg,
+                rkey: 1,
+                ..Default::default()
+            };
             if a.post_send(qa, wr).is_err() {
                 break;
             }
@@ -77,7 +86,9 @@ fn main() {
         let mut lens = [(0usize, 0u32); 512];
         let mut k = 0;
         while k < lens.len() {
-            let Some(tx) = a.poll_transmit(now, &mut buf) else { break };
+            let Some(tx) = a.poll_transmit(now, &mut buf) else {
+                break;
+            };
             lens[k] = (tx.len, tx.payload.map_or(0, |p| p.len()));
             k += 1;
             data.push(buf[..tx.len].to_vec());
@@ -114,9 +125,23 @@ fn main() {
     }
     let rate = |n: u64, d: Duration| n as f64 / d.as_secs_f64().max(1e-9);
     println!("corebench: mtu {mtu}, 8 paths, {secs} s wall, {n_data} data packets, {n_ack} ACKs, {n_done} 1 MiB WRITEs");
-    println!("  send    (poll_transmit, data)      : {:>12.0} packets/s", rate(n_data, t_send));
-    println!("  receive (handle_datagram + ACK gen): {:>12.0} packets/s", rate(n_data, t_recv));
-    println!("  ACK processing                     : {:>12.0} ACKs/s ({:.0} acked packets/s)", rate(n_ack, t_ack), rate(n_data, t_ack));
+    println!(
+        "  send    (poll_transmit, data)      : {:>12.0} packets/s",
+        rate(n_data, t_send)
+    );
+    println!(
+        "  receive (handle_datagram + ACK gen): {:>12.0} packets/s",
+        rate(n_data, t_recv)
+    );
+    println!(
+        "  ACK processing                     : {:>12.0} ACKs/s ({:.0} acked packets/s)",
+        rate(n_ack, t_ack),
+        rate(n_data, t_ack)
+    );
     let total = t_send + t_recv + t_ack;
-    println!("  whole core, both ends              : {:>12.0} packets/s ({:.1} Gbit/s of 4 KiB payload)", rate(n_data, total), rate(n_data, total) * f64::from(mtu) * 8.0 / 1e9);
+    println!(
+        "  whole core, both ends              : {:>12.0} packets/s ({:.1} Gbit/s of 4 KiB payload)",
+        rate(n_data, total),
+        rate(n_data, total) * f64::from(mtu) * 8.0 / 1e9
+    );
 }

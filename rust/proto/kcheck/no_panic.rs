@@ -6,9 +6,15 @@ use metaroce_proto::*;
 /// Memory.
 pub struct M;
 impl Memory for M {
-    fn place(&mut self, _: QpId, _: Dest, _: &[u8]) -> Result<(), MemError> { Ok(()) }
-    fn check_read(&mut self, _: QpId, _: u32, _: u64, _: u32) -> Result<(), MemError> { Ok(()) }
-    fn atomic(&mut self, _: QpId, _: u32, _: u64, _: AtomicOp) -> Result<u64, MemError> { Ok(0) }
+    fn place(&mut self, _: QpId, _: Dest, _: &[u8]) -> Result<(), MemError> {
+        Ok(())
+    }
+    fn check_read(&mut self, _: QpId, _: u32, _: u64, _: u32) -> Result<(), MemError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: QpId, _: u32, _: u64, _: AtomicOp) -> Result<u64, MemError> {
+        Ok(0)
+    }
 }
 /// Calls everything.
 pub fn inst(c: &mut Connection, buf: &mut [u8], d: &[u8], now: Instant, w: WorkRequest) -> u64 {
@@ -21,7 +27,11 @@ pub fn inst(c: &mut Connection, buf: &mut [u8], d: &[u8], now: Instant, w: WorkR
     let _ = c.qp_to_error(QpId(2));
     c.close(0);
     let mut n: u64 = 0;
-    while let Some(t) = c.poll_transmit(now, buf) { n = n.wrapping_add(t.len as u64); }
-    while c.poll_event().is_some() { n = n.wrapping_add(1); }
+    while let Some(t) = c.poll_transmit(now, buf) {
+        n = n.wrapping_add(t.len as u64);
+    }
+    while c.poll_event().is_some() {
+        n = n.wrapping_add(1);
+    }
     n.wrapping_add(c.poll_timeout().map_or(0, |t| t.as_nanos()))
 }

@@ -10,19 +10,37 @@ use pin_init::InPlaceWrite;
 /// Memory.
 pub struct M;
 impl Memory for M {
-    fn place(&mut self, _: QpId, _: Dest, _: &[u8]) -> Result<(), MemError> { Ok(()) }
-    fn check_read(&mut self, _: QpId, _: u32, _: u64, _: u32) -> Result<(), MemError> { Ok(()) }
-    fn atomic(&mut self, _: QpId, _: u32, _: u64, _: AtomicOp) -> Result<u64, MemError> { Ok(0) }
+    fn place(&mut self, _: QpId, _: Dest, _: &[u8]) -> Result<(), MemError> {
+        Ok(())
+    }
+    fn check_read(&mut self, _: QpId, _: u32, _: u64, _: u32) -> Result<(), MemError> {
+        Ok(())
+    }
+    fn atomic(&mut self, _: QpId, _: u32, _: u64, _: AtomicOp) -> Result<u64, MemError> {
+        Ok(0)
+    }
 }
 /// Runs the in-place initializer into a slot (as `KBox::init` does).
 #[inline(never)]
-pub fn init(slot: &'static mut MaybeUninit<Connection>, cfg: Config, now: Instant, seed: u64) -> &'static mut Connection {
-    slot.write_init(Connection::init_aimd(cfg, now, seed)).unwrap_or_else(|e| match e {})
+pub fn init(
+    slot: &'static mut MaybeUninit<Connection>,
+    cfg: Config,
+    now: Instant,
+    seed: u64,
+) -> &'static mut Connection {
+    slot.write_init(Connection::init_aimd(cfg, now, seed))
+        .unwrap_or_else(|e| match e {})
 }
 /// Same, with the generic initializer and a controller by value.
 #[inline(never)]
-pub fn init_cc(slot: &'static mut MaybeUninit<Connection>, cfg: Config, now: Instant, seed: u64) -> &'static mut Connection {
-    slot.write_init(Connection::init(cfg, cc::Aimd::new(cfg.aimd), now, seed)).unwrap_or_else(|e| match e {})
+pub fn init_cc(
+    slot: &'static mut MaybeUninit<Connection>,
+    cfg: Config,
+    now: Instant,
+    seed: u64,
+) -> &'static mut Connection {
+    slot.write_init(Connection::init(cfg, cc::Aimd::new(cfg.aimd), now, seed))
+        .unwrap_or_else(|e| match e {})
 }
 /// `reset`.
 #[inline(never)]
@@ -65,13 +83,17 @@ pub fn close(c: &mut Connection) {
 #[inline(never)]
 pub fn poll_transmit(c: &mut Connection, now: Instant, buf: &mut [u8]) -> u64 {
     let mut n: u64 = 0;
-    while let Some(t) = c.poll_transmit(now, buf) { n = n.wrapping_add(t.len as u64); }
+    while let Some(t) = c.poll_transmit(now, buf) {
+        n = n.wrapping_add(t.len as u64);
+    }
     n
 }
 /// `poll_event`, `poll_timeout`.
 #[inline(never)]
 pub fn poll(c: &mut Connection) -> u64 {
     let mut n: u64 = 0;
-    while c.poll_event().is_some() { n = n.wrapping_add(1); }
+    while c.poll_event().is_some() {
+        n = n.wrapping_add(1);
+    }
     n.wrapping_add(c.poll_timeout().map_or(0, |t| t.as_nanos()))
 }

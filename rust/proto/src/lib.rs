@@ -40,10 +40,10 @@
 #![recursion_limit = "256"]
 
 pub mod cc;
-pub mod constants;
 mod conn;
-pub mod limit;
+pub mod constants;
 mod event;
+pub mod limit;
 mod memory;
 pub mod path;
 mod psn;
@@ -53,10 +53,13 @@ mod timer;
 pub mod wire;
 mod wr;
 
-pub use conn::{stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop, Stats};
+pub use conn::{
+    stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop,
+    Stats,
+};
+pub use conn::{Payload, Transmit};
 pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};
 pub use memory::{AtomicOp, Dest, MemError, Memory, RxPayload};
 pub use psn::Psn;
 pub use timer::Instant;
-pub use conn::{Payload, Transmit};
 pub use wr::{Opcode, WorkRequest};

@@ -20,14 +20,21 @@ pub struct TokenBucket {
 impl TokenBucket {
     /// A full bucket at `now`. A `rate` of 0 lets nothing through after the burst.
     pub const fn new(rate: u32, burst: u32, now: Instant) -> Self {
-        Self { rate, burst, credit_ns: burst as u64 * 1_000_000_000, last: now }
+        Self {
+            rate,
+            burst,
+            credit_ns: burst as u64 * 1_000_000_000,
+            last: now,
+        }
     }
 
     /// Takes one token at `now`; `false` when there is none. Time that goes
     /// backwards adds nothing.
     pub fn take(&mut self, now: Instant) -> bool {
         let cap = u64::from(self.burst).saturating_mul(1_000_000_000);
-        let earned = now.nanos_since(self.last).saturating_mul(u64::from(self.rate));
+        let earned = now
+            .nanos_since(self.last)
+            .saturating_mul(u64::from(self.rate));
         self.credit_ns = self.credit_ns.saturating_add(earned).min(cap);
         if now > self.last {
             self.last = now;

@@ -10,7 +10,11 @@ pub(crate) struct Rng(u64);
 impl Rng {
     /// Seeds the generator; a zero seed is replaced by a fixed odd constant.
     pub(crate) fn new(seed: u64) -> Self {
-        Rng(if seed == 0 { 0x9E37_79B9_7F4A_7C15 } else { seed })
+        Rng(if seed == 0 {
+            0x9E37_79B9_7F4A_7C15
+        } else {
+            seed
+        })
     }
 
     /// Next 64 random bits.

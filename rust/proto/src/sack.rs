@@ -44,7 +44,10 @@ impl<const WORDS: usize> SeqWindow<WORDS> {
 
     /// An empty window whose first unrecorded number is `base`.
     pub(crate) const fn new(base: u32) -> Self {
-        SeqWindow { base, bits: [0; WORDS] }
+        SeqWindow {
+            base,
+            bits: [0; WORDS],
+        }
     }
 
     /// Empties the window in place; its first unrecorded number becomes `base`.
@@ -77,7 +80,9 @@ impl<const WORDS: usize> SeqWindow<WORDS> {
     }
 
     fn bit(&self, i: usize) -> bool {
-        self.bits.get(i / 64).is_some_and(|w| w >> (i % 64) & 1 == 1)
+        self.bits
+            .get(i / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
     }
 
     /// Records `seq` if it lies inside the window.
@@ -151,8 +156,16 @@ impl<const WORDS: usize> SeqWindow<WORDS> {
         let bits = n % 64;
         for i in 0..WORDS {
             let lo = self.bits.get(i.wrapping_add(words)).copied().unwrap_or(0);
-            let hi = self.bits.get(i.wrapping_add(words).wrapping_add(1)).copied().unwrap_or(0);
-            let v = if bits == 0 { lo } else { (lo >> bits) | (hi << (64 - bits)) };
+            let hi = self
+                .bits
+                .get(i.wrapping_add(words).wrapping_add(1))
+                .copied()
+                .unwrap_or(0);
+            let v = if bits == 0 {
+                lo
+            } else {
+                (lo >> bits) | (hi << (64 - bits))
+            };
             if let Some(w) = self.bits.get_mut(i) {
                 *w = v;
             }

@@ -42,10 +42,18 @@ fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) -> 
     let qps: Vec<QpId> = (0..nqp).map(|i| p.open_qp(u32::from(i))).collect();
     // Some QPs allow few READs and atomics at once (verbs max_rd_atomic).
     for (i, &qp) in qps.iter().enumerate() {
-        p.nodes[0].conn.set_max_rd_atomic(qp, ((seed >> (i % 16)) % 4) as u8).unwrap();
+        p.nodes[0]
+            .conn
+            .set_max_rd_atomic(qp, ((seed >> (i % 16)) % 4) as u8)
+            .unwrap();
     }
-    p.nodes[1].mem.mrs.insert(MR_KEY, (MR_BASE, vec![0u8; MR_LEN]));
-    let mut exp = Expect { send: vec![Vec::new(); nqp as usize] };
+    p.nodes[1]
+        .mem
+        .mrs
+        .insert(MR_KEY, (MR_BASE, vec![0u8; MR_LEN]));
+    let mut exp = Expect {
+        send: vec![Vec::new(); nqp as usize],
+    };
     let mut recv_exp: Vec<Vec<RecvExp>> = vec![Vec::new(); nqp as usize];
     let mut writes: Vec<(u64, Vec<u8>)> = Vec::new();
     let mut fetch_total: u64 = 0;
@@ -55,7 +63,13 @@ fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) -> 
         let qp = qps[o.qp as usize];
         let data = pattern(seed ^ id, o.len as usize);
         p.nodes[0].mem.local.insert(id, data.clone());
-        let mut wr = WorkRequest { wr_id: id, opcode: o.opcode, len: o.len, imm: id as u32, ..Default::default() };
+        let mut wr = WorkRequest {
+            wr_id: id,
+            opcode: o.opcode,
+            len: o.len,
+            imm: id as u32,
+            ..Default::default()
+        };
         match o.opcode {
             Opcode::Send | Opcode::SendImm => {
                 let rid = 1_000_000 + id;
@@ -96,7 +110,9 @@ fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) -> 
     }
     let nsend = ops.len();
     let nrecv: usize = recv_exp.iter().map(|v| v.len()).sum();
-    p.drive_until(2_000_000, |p| p.nodes[0].completions.len() >= nsend && p.nodes[1].completions.len() >= nrecv);
+    p.drive_until(2_000_000, |p| {
+        p.nodes[0].completions.len() >= nsend && p.nodes[1].completions.len() >= nrecv
+    });
     // Let stragglers (duplicates, late ACKs) drain; nothing more may complete.
     for _ in 0..2000 {
         if !p.step() {
@@ -105,9 +121,17 @@ fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) -> 
     }
     let c0 = &p.nodes[0].completions;
     assert_eq!(c0.len(), nsend, "requester completions");
-    assert!(c0.iter().all(|c| c.status == WcStatus::Success), "{:?}", c0.iter().find(|c| c.status != WcStatus::Success));
+    assert!(
+        c0.iter().all(|c| c.status == WcStatus::Success),
+        "{:?}",
+        c0.iter().find(|c| c.status != WcStatus::Success)
+    );
     for (qi, ids) in exp.send.iter().enumerate() {
-        let got: Vec<u64> = c0.iter().filter(|c| c.qp == qps[qi]).map(|c| c.wr_id).collect();
+        let got: Vec<u64> = c0
+            .iter()
+            .filter(|c| c.qp == qps[qi])
+            .map(|c| c.wr_id)
+            .collect();
         assert_eq!(&got, ids, "requester order on qp {qi}");
     }
     let c1 = &p.nodes[1].completions;
@@ -128,34 +152,56 @@ fn run_mtus(ops: &[Op], link: LinkCfg, seed: u64, paths: u8, mtus: [u32; 2]) -> 
     let mr = &p.nodes[1].mem.mrs[&MR_KEY].1;
     for (va, data) in &writes {
         let off = (va - MR_BASE) as usize;
-        assert_eq!(&mr[off..off + data.len()], &data[..], "WRITE bytes at {va:#x}");
+        assert_eq!(
+            &mr[off..off + data.len()],
+            &data[..],
+            "WRITE bytes at {va:#x}"
+        );
     }
     let counter = u64::from_ne_bytes(mr[..8].try_into().unwrap());
     assert_eq!(counter, fetch_total, "atomics executed exactly once");
-    assert_eq!(p.nodes[1].mem.atomics_executed as usize, ops.iter().filter(|o| o.opcode.is_atomic()).count());
+    assert_eq!(
+        p.nodes[1].mem.atomics_executed as usize,
+        ops.iter().filter(|o| o.opcode.is_atomic()).count()
+    );
     p.nodes.iter().map(|n| n.mem.split_placements).sum()
 }
 
 fn op_strategy() -> impl Strategy<Value = Op> {
-    (0u8..3, 0u8..7, prop_oneof![0u32..64, 64u32..3000, 3000u32..20_000]).prop_map(|(qp, k, len)| {
-        let opcode = [
-            Opcode::Send,
-            Opcode::SendImm,
-            Opcode::Write,
-            Opcode::WriteImm,
-            Opcode::Read,
-            Opcode::FetchAdd,
-            Opcode::CompareSwap,
-        ][k as usize];
-        Op { qp, opcode, len }
-    })
+    (
+        0u8..3,
+        0u8..7,
+        prop_oneof![0u32..64, 64u32..3000, 3000u32..20_000],
+    )
+        .prop_map(|(qp, k, len)| {
+            let opcode = [
+                Opcode::Send,
+                Opcode::SendImm,
+                Opcode::Write,
+                Opcode::WriteImm,
+                Opcode::Read,
+                Opcode::FetchAdd,
+                Opcode::CompareSwap,
+            ][k as usize];
+            Op { qp, opcode, len }
+        })
 }
 
 fn mixed_ops() -> Vec<Op> {
     let mut v = Vec::new();
     for i in 0..40u32 {
-        let opcode = [Opcode::Write, Opcode::Send, Opcode::WriteImm, Opcode::Read, Opcode::FetchAdd][i as usize % 5];
-        v.push(Op { qp: (i % 2) as u8, opcode, len: (i * 997) % 9000 });
+        let opcode = [
+            Opcode::Write,
+            Opcode::Send,
+            Opcode::WriteImm,
+            Opcode::Read,
+            Opcode::FetchAdd,
+        ][i as usize % 5];
+        v.push(Op {
+            qp: (i % 2) as u8,
+            opcode,
+            len: (i * 997) % 9000,
+        });
     }
     v
 }
@@ -173,22 +219,55 @@ fn lossless_mixed() {
 #[test]
 fn split_datagrams_place_the_same_bytes() {
     big_stack(|| {
-        let split = run(&mixed_ops(), LinkCfg { split: 700, loss: 20, jitter: 20_000, ..Default::default() }, 9, 4);
-        assert!(split > 20, "only {split} payloads placed from split datagrams");
+        let split = run(
+            &mixed_ops(),
+            LinkCfg {
+                split: 700,
+                loss: 20,
+                jitter: 20_000,
+                ..Default::default()
+            },
+            9,
+            4,
+        );
+        assert!(
+            split > 20,
+            "only {split} payloads placed from split datagrams"
+        );
     });
 }
 
 #[test]
 fn loss_5pct_reorder() {
     big_stack(|| {
-        run(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 2, 8);
+        run(
+            &mixed_ops(),
+            LinkCfg {
+                loss: 50,
+                jitter: 20_000,
+                ..Default::default()
+            },
+            2,
+            8,
+        );
     });
 }
 
 #[test]
 fn loss_20pct_dup_reorder_single_path() {
     big_stack(|| {
-        run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 3, 1);
+        run(
+            &mixed_ops(),
+            LinkCfg {
+                loss: 200,
+                dup: 50,
+                jitter: 30_000,
+                ce: 20,
+                ..Default::default()
+            },
+            3,
+            1,
+        );
     });
 }
 
@@ -196,7 +275,18 @@ fn loss_20pct_dup_reorder_single_path() {
 #[test]
 fn loss_20pct_dup_reorder_multipath() {
     big_stack(|| {
-        run(&mixed_ops(), LinkCfg { loss: 200, dup: 50, jitter: 30_000, ce: 20, ..Default::default() }, 4, 8);
+        run(
+            &mixed_ops(),
+            LinkCfg {
+                loss: 200,
+                dup: 50,
+                jitter: 30_000,
+                ce: 20,
+                ..Default::default()
+            },
+            4,
+            8,
+        );
     });
 }
 
@@ -206,10 +296,30 @@ fn loss_20pct_dup_reorder_multipath() {
 #[test]
 fn peers_with_different_mtus() {
     big_stack(|| {
-        run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 5, 8, [1392, 8892]);
+        run_mtus(
+            &mixed_ops(),
+            LinkCfg {
+                loss: 50,
+                jitter: 20_000,
+                ..Default::default()
+            },
+            5,
+            8,
+            [1392, 8892],
+        );
     });
     big_stack(|| {
-        run_mtus(&mixed_ops(), LinkCfg { loss: 50, jitter: 20_000, ..Default::default() }, 6, 8, [8892, 1024]);
+        run_mtus(
+            &mixed_ops(),
+            LinkCfg {
+                loss: 50,
+                jitter: 20_000,
+                ..Default::default()
+            },
+            6,
+            8,
+            [8892, 1024],
+        );
     });
 }
 

@@ -9,8 +9,8 @@ use common::big_stack;
 use metaroce_proto::cc::Aimd;
 use metaroce_proto::constants::MIN_TRANSMIT_BUF;
 use metaroce_proto::{
-    AtomicOp, Config, Connection, Dest, Event, Instant, MemError, Memory, Opcode, PostError, QpId, QpSlot,
-    QpStore, WcStatus, WorkRequest,
+    AtomicOp, Config, Connection, Dest, Event, Instant, MemError, Memory, Opcode, PostError, QpId,
+    QpSlot, QpStore, WcStatus, WorkRequest,
 };
 
 /// A growable store of boxed slots.
@@ -58,7 +58,13 @@ fn conn(local: u32, peer: u32) -> Conn {
     let mut cfg = Config::new(local);
     cfg.peer_conn_id = peer;
     cfg.mtu = 1024;
-    Connection::with_cc_store(cfg, Aimd::new(cfg.aimd), VecStore::default(), Instant::from_nanos(1), u64::from(local))
+    Connection::with_cc_store(
+        cfg,
+        Aimd::new(cfg.aimd),
+        VecStore::default(),
+        Instant::from_nanos(1),
+        u64::from(local),
+    )
 }
 
 /// Binds a QP, adding a slot when all are taken.
@@ -80,11 +86,23 @@ fn a_thousand_qps_share_one_connection() {
         const N: u32 = 1000;
         let mut c = [conn(0x11, 0), conn(0x22, 0x11)];
         let mut mem = [Mem::default(), Mem::default()];
-        let ids: Vec<(QpId, QpId)> = (0..N).map(|i| (open(&mut c[0], 100 + i, 5000 + i), open(&mut c[1], 5000 + i, 100 + i))).collect();
+        let ids: Vec<(QpId, QpId)> = (0..N)
+            .map(|i| {
+                (
+                    open(&mut c[0], 100 + i, 5000 + i),
+                    open(&mut c[1], 5000 + i, 100 + i),
+                )
+            })
+            .collect();
         assert_eq!(c[0].qps().len(), N as usize);
         for (k, &(a, b)) in ids.iter().enumerate() {
             c[1].post_recv(b, 1, 4096).unwrap();
-            let wr = WorkRequest { wr_id: k as u64, opcode: Opcode::Send, len: 100 + k as u32, ..Default::default() };
+            let wr = WorkRequest {
+                wr_id: k as u64,
+                opcode: Opcode::Send,
+                len: 100 + k as u32,
+                ..Default::default()
+            };
             c[0].post_send(a, wr).unwrap();
         }
         let (mut now, mut buf) = (Instant::from_nanos(1), vec![0u8; MIN_TRANSMIT_BUF]);

@@ -143,7 +143,6 @@ impl Default for QpAttributes {
     }
 }
 
-
 /// What `create_qp` asked for, after validation and rounding.
 #[derive(Clone, Copy, Debug)]
 pub struct QpInit {

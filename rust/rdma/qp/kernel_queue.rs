@@ -48,12 +48,19 @@ impl KernelBuffers {
     ///
     /// `list` points to `n` valid `ib_sge` (or `n` is 0); their buffers satisfy the type
     /// invariant until the work request completes.
-    pub(super) unsafe fn from_raw(list: *const bindings::ib_sge, n: i32, local_dma_lkey: u32) -> Result<Self> {
+    pub(super) unsafe fn from_raw(
+        list: *const bindings::ib_sge,
+        n: i32,
+        local_dma_lkey: u32,
+    ) -> Result<Self> {
         let n = usize::try_from(n).map_err(|_| EINVAL)?;
         if n > KERNEL_MAX_SGE {
             return Err(EINVAL);
         }
-        let mut b = Self { n, ..Default::default() };
+        let mut b = Self {
+            n,
+            ..Default::default()
+        };
         for (i, slot) in b.sges[..n].iter_mut().enumerate() {
             // SAFETY: Per the function's contract.
             let sge = unsafe { *list.add(i) };
@@ -61,14 +68,20 @@ impl KernelBuffers {
             if sge.lkey != local_dma_lkey {
                 return Err(EINVAL);
             }
-            *slot = KernelSge { addr: sge.addr, length: sge.length };
+            *slot = KernelSge {
+                addr: sge.addr,
+                length: sge.length,
+            };
         }
         Ok(b)
     }
 
     /// The total length.
     pub fn len(&self) -> u64 {
-        self.sges[..self.n].iter().map(|s| u64::from(s.length)).sum()
+        self.sges[..self.n]
+            .iter()
+            .map(|s| u64::from(s.length))
+            .sum()
     }
 
     /// Whether the buffers hold no byte.
@@ -81,7 +94,9 @@ impl KernelBuffers {
         self.walk(offset, out.len(), |addr, pos, n| {
             // SAFETY: `addr..addr + n` lies inside one buffer (checked by `walk`), which
             // is valid kernel memory by the type invariant; `out` is ours.
-            unsafe { core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr().add(pos), n) };
+            unsafe {
+                core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr().add(pos), n)
+            };
         })
     }
 
@@ -112,7 +127,11 @@ impl KernelBuffers {
             pos += n;
             skip = 0;
         }
-        if pos == len { Ok(()) } else { Err(EMSGSIZE) }
+        if pos == len {
+            Ok(())
+        } else {
+            Err(EMSGSIZE)
+        }
     }
 }
 
@@ -159,7 +178,11 @@ impl<W> Fifo<W> {
         for _ in 0..cap.max(1) {
             slots.push(None, GFP_KERNEL)?;
         }
-        Ok(Self { slots, head: 0, len: 0 })
+        Ok(Self {
+            slots,
+            head: 0,
+            len: 0,
+        })
     }
 
     /// Slot `head + k` for `k` below the capacity, wrapped once (no arithmetic that
@@ -226,7 +249,8 @@ pub(super) unsafe fn create_kernel_qp<T: Driver>(
         return Err(EINVAL);
     }
     // SAFETY: CQs of our device, held by the core for the QP's life.
-    let (send_cq, recv_cq) = unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
+    let (send_cq, recv_cq) =
+        unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
     let lim = T::device_attributes(dev);
     let cap = &mut init.cap;
     if cap.max_send_wr == 0
@@ -270,12 +294,16 @@ pub(super) unsafe fn create_kernel_qp<T: Driver>(
     };
     let qpn = match qp_type {
         QpType::Gsi => {
-            dev.objects().qps.insert_at(GSI_QPN, parts.build(dev, GSI_QPN)?)?;
+            dev.objects()
+                .qps
+                .insert_at(GSI_QPN, parts.build(dev, GSI_QPN)?)?;
             GSI_QPN
         }
         _ => {
             let mut parts = Some(parts);
-            dev.objects().qps.insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?
+            dev.objects()
+                .qps
+                .insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?
         }
     };
     let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
@@ -326,7 +354,11 @@ pub(super) unsafe fn post_kernel_sends<T: Driver>(
 /// # Safety
 ///
 /// As for `post_kernel_sends`, for the one work request `ud`.
-unsafe fn kernel_send(ud: *const bindings::ib_ud_wr, lkey: u32, sig_all: bool) -> Result<KernelSend> {
+unsafe fn kernel_send(
+    ud: *const bindings::ib_ud_wr,
+    lkey: u32,
+    sig_all: bool,
+) -> Result<KernelSend> {
     // SAFETY: Per the function's contract.
     let ud = unsafe { &*ud };
     let imm = match ud.wr.opcode {

@@ -235,7 +235,11 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
         }
         // SAFETY: Live QP of our device; `attr` valid with held GID attributes.
         let (dev, qp, mut req) = unsafe {
-            (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?, parse_modify(&*attr, m)?)
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                QpObject::<T>::get(ibqp)?,
+                parse_modify(&*attr, m)?,
+            )
         };
         check_values(&req, &qp.caps)?;
         // One transition at a time, each followed by the driver's reaction to it
@@ -243,8 +247,16 @@ pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
         let _modify = qp.modify.lock();
         let from = {
             let mut inner = qp.inner.lock();
-            let cur = if req.has(mask::CUR_STATE) { req.cur_state } else { inner.attrs.state };
-            let new = if req.has(mask::STATE) { req.new_state } else { cur };
+            let cur = if req.has(mask::CUR_STATE) {
+                req.cur_state
+            } else {
+                inner.attrs.state
+            };
+            let new = if req.has(mask::STATE) {
+                req.new_state
+            } else {
+                cur
+            };
             req.cur_state = cur;
             req.new_state = new;
             // SAFETY: Pure function of its arguments.

@@ -53,15 +53,20 @@ pub(super) const SEND_WQE_HDR: usize = size_of::<bindings::rxe_send_wqe>();
 pub(crate) const RECV_WQE_HDR: usize = size_of::<bindings::rxe_recv_wqe>();
 pub(crate) const SGE_SIZE: usize = size_of::<bindings::rxe_sge>();
 const _: () = assert!(SGE_SIZE == 16);
-const _: () = assert!(offset_of!(bindings::rxe_send_wqe, dma) + size_of::<bindings::rxe_dma_info>() == SEND_WQE_HDR);
-const _: () = assert!(offset_of!(bindings::rxe_recv_wqe, dma) + size_of::<bindings::rxe_dma_info>() == RECV_WQE_HDR);
+const _: () = assert!(
+    offset_of!(bindings::rxe_send_wqe, dma) + size_of::<bindings::rxe_dma_info>() == SEND_WQE_HDR
+);
+const _: () = assert!(
+    offset_of!(bindings::rxe_recv_wqe, dma) + size_of::<bindings::rxe_dma_info>() == RECV_WQE_HDR
+);
 
 /// Reads `n` SGEs into `list`, overwriting only the entries it then holds.
 fn read_sges_into(q: &Queue, ahead: u32, offset: usize, n: usize, list: &mut SgeList) -> Result {
     list.len = 0;
     for (i, sge) in list.sges.get_mut(..n).ok_or(EINVAL)?.iter_mut().enumerate() {
         // SAFETY: `rxe_sge` is integers, valid for any bytes.
-        let raw = unsafe { q.read_as_at::<bindings::rxe_sge>(ahead, offset + i * SGE_SIZE) }?.ok_or(EINVAL)?;
+        let raw = unsafe { q.read_as_at::<bindings::rxe_sge>(ahead, offset + i * SGE_SIZE) }?
+            .ok_or(EINVAL)?;
         *sge = Sge {
             addr: raw.addr,
             length: raw.length,
@@ -143,7 +148,11 @@ impl<T: Driver> Qp<T> {
             let Payload::Inline { len: l, data } = &mut out.payload else {
                 return Some(Err(bad));
             };
-            if wq.queue.read_at(ahead, SEND_WQE_HDR, &mut data[..len]).is_err() {
+            if wq
+                .queue
+                .read_at(ahead, SEND_WQE_HDR, &mut data[..len])
+                .is_err()
+            {
                 return Some(Err(bad));
             }
             *l = len;

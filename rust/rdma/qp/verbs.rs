@@ -95,8 +95,13 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: The core passes a live QP of one of our devices and valid arguments.
-        let (dev, init, udata) =
-            unsafe { (Device::<T>::from_raw((*ibqp).device), &mut *init, UData::from_raw(udata)) };
+        let (dev, init, udata) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                &mut *init,
+                UData::from_raw(udata),
+            )
+        };
         if init.create_flags != 0 || !init.xrcd.is_null() || !init.rwq_ind_tbl.is_null() {
             return Err(EOPNOTSUPP);
         }
@@ -106,7 +111,11 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
             bindings::ib_qp_type_IB_QPT_GSI => QpType::Gsi,
             _ => return Err(EOPNOTSUPP),
         };
-        let taken = dev.objects().quotas.qp.take(T::device_attributes(dev).max_qp)?;
+        let taken = dev
+            .objects()
+            .quotas
+            .qp
+            .take(T::device_attributes(dev).max_qp)?;
         let Some(udata) = udata else {
             // SAFETY: As above.
             let created = unsafe { create_kernel_qp::<T>(ibqp, dev, init, qp_type) }?;
@@ -123,9 +132,14 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
             return Err(EINVAL);
         }
         // SAFETY: CQs of our device, held by the core for the QP's life.
-        let (send_cq, recv_cq) = unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
+        let (send_cq, recv_cq) =
+            unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
         // SAFETY: An SRQ of our device, held by the core for the QP's life.
-        let srq = if init.srq.is_null() { None } else { Some(unsafe { SrqObject::get(init.srq)? }) };
+        let srq = if init.srq.is_null() {
+            None
+        } else {
+            Some(unsafe { SrqObject::get(init.srq)? })
+        };
         if srq.is_some() {
             // The receive ring attributes are ignored with an SRQ (IB spec 11.2.4.1).
             init.cap.max_recv_wr = 0;
@@ -145,12 +159,21 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         // The send ring, sized like rdma_rxe's: the larger of the SGEs and the inline data.
         let room = (cap.max_send_sge as usize * SGE_SIZE).max(cap.max_inline_data as usize);
         // SAFETY: The user context is live during the verb.
-        let sq = unsafe { Queue::new(uctx, cap.max_send_wr, SEND_WQE_HDR + room, Direction::FromClient)? };
+        let sq = unsafe {
+            Queue::new(
+                uctx,
+                cap.max_send_wr,
+                SEND_WQE_HDR + room,
+                Direction::FromClient,
+            )?
+        };
         let rq_elem = RECV_WQE_HDR + cap.max_recv_sge as usize * SGE_SIZE;
         let rq = match srq {
             Some(_) => None,
             // SAFETY: As above.
-            None => Some(unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? }),
+            None => {
+                Some(unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? })
+            }
         };
         let caps = QpCaps {
             max_send_wr: sq.capacity(),
@@ -187,7 +210,10 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
             }),
             kq: None,
         });
-        let qpn = dev.objects().qps.insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?;
+        let qpn = dev
+            .objects()
+            .qps
+            .insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?;
         let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
         cap.max_send_wr = caps.max_send_wr;
         cap.max_recv_wr = caps.max_recv_wr;
@@ -224,7 +250,15 @@ impl QpParts {
     /// The QP numbered `qpn`, with the driver's data.
     pub(super) fn build<T: Driver>(self, dev: &Device<T>, qpn: u32) -> Result<Arc<Qp<T>>> {
         let (caps, sq_sig_all, qp_type) = (self.caps, self.sq_sig_all, self.qp_type);
-        let data = T::new_qp(dev, &QpInit { qpn, caps, sq_sig_all, qp_type })?;
+        let data = T::new_qp(
+            dev,
+            &QpInit {
+                qpn,
+                caps,
+                sq_sig_all,
+                qp_type,
+            },
+        )?;
         let kernel = self.kq.is_some();
         // SAFETY: Not NULL: the core passed it to `create_qp`.
         let ib = unsafe { NonNull::new_unchecked(self.ibqp) };
@@ -261,7 +295,12 @@ pub(crate) unsafe extern "C" fn post_recv<T: Driver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: Live QP of our device.
-        let (dev, qp) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?) };
+        let (dev, qp) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                QpObject::<T>::get(ibqp)?,
+            )
+        };
         // SAFETY: The device is live.
         let lkey = unsafe { (*dev.as_raw()).local_dma_lkey };
         while !wr.is_null() {
@@ -269,11 +308,16 @@ pub(crate) unsafe extern "C" fn post_recv<T: Driver>(
                 Err(EINVAL)
             } else {
                 // SAFETY: The consumer's valid chain; buffers kept until completion.
-                unsafe { KernelBuffers::from_raw((*wr).sg_list, (*wr).num_sge, lkey) }.and_then(|buffers| {
-                    // SAFETY: Integer union member.
-                    let wr_id = unsafe { (*wr).__bindgen_anon_1.wr_id };
-                    Option::as_mut(&mut *qp.kq.lock()).ok_or(EINVAL)?.rq.push(KernelRecv { wr_id, buffers })
-                })
+                unsafe { KernelBuffers::from_raw((*wr).sg_list, (*wr).num_sge, lkey) }.and_then(
+                    |buffers| {
+                        // SAFETY: Integer union member.
+                        let wr_id = unsafe { (*wr).__bindgen_anon_1.wr_id };
+                        Option::as_mut(&mut *qp.kq.lock())
+                            .ok_or(EINVAL)?
+                            .rq
+                            .push(KernelRecv { wr_id, buffers })
+                    },
+                )
             };
             if let Err(e) = r {
                 if !bad_wr.is_null() {
@@ -299,10 +343,17 @@ pub(crate) unsafe extern "C" fn fill_res_qp_entry<T: Driver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: ib_core passes a live QP of ours (it holds a restrack reference).
-        let (dev, qp) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?) };
+        let (dev, qp) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                QpObject::<T>::get(ibqp)?,
+            )
+        };
         // SAFETY: `msg` is the message being built, which only this callback writes
         // meanwhile.
-        unsafe { crate::restrack::ResourceAttrs::fill(msg, |attrs| T::qp_resource(dev, &qp, attrs)) }?;
+        unsafe {
+            crate::restrack::ResourceAttrs::fill(msg, |attrs| T::qp_resource(dev, &qp, attrs))
+        }?;
         Ok(0)
     })
 }
@@ -312,7 +363,12 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
     _udata: *mut bindings::ib_udata,
 ) -> kernel::ffi::c_int {
     // SAFETY: The core destroys a live QP of ours once, when no other verb runs on it.
-    let (dev, obj) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::from_raw_mut(ibqp)) };
+    let (dev, obj) = unsafe {
+        (
+            Device::<T>::from_raw((*ibqp).device),
+            QpObject::<T>::from_raw_mut(ibqp),
+        )
+    };
     let Some(qp) = obj.qp.take() else {
         return 0;
     };
@@ -340,7 +396,12 @@ pub(crate) unsafe extern "C" fn post_send<T: Driver>(
 ) -> kernel::ffi::c_int {
     from_result(|| {
         // SAFETY: Live QP of our device.
-        let (dev, qp) = unsafe { (Device::<T>::from_raw((*ibqp).device), QpObject::<T>::get(ibqp)?) };
+        let (dev, qp) = unsafe {
+            (
+                Device::<T>::from_raw((*ibqp).device),
+                QpObject::<T>::get(ibqp)?,
+            )
+        };
         if qp.state() < QpState::Rts {
             if !bad_wr.is_null() {
                 // SAFETY: `bad_wr` is valid for writes when not NULL.

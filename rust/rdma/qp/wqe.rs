@@ -142,7 +142,12 @@ pub struct WqeAddress {
 
 impl From<&AddressVector> for WqeAddress {
     fn from(av: &AddressVector) -> Self {
-        Self { src: av.src, dst: av.dst, traffic_class: av.traffic_class, hop_limit: av.hop_limit }
+        Self {
+            src: av.src,
+            dst: av.dst,
+            traffic_class: av.traffic_class,
+            hop_limit: av.hop_limit,
+        }
     }
 }
 

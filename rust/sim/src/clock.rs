@@ -61,7 +61,12 @@ impl<E> Default for EventQueue<E> {
 impl<E> EventQueue<E> {
     /// An empty queue at time zero.
     pub fn new() -> Self {
-        EventQueue { heap: BinaryHeap::new(), now: 0, seq: 0, popped: 0 }
+        EventQueue {
+            heap: BinaryHeap::new(),
+            now: 0,
+            seq: 0,
+            popped: 0,
+        }
     }
 
     /// The current virtual time (the time of the last popped event).
@@ -88,7 +93,11 @@ impl<E> EventQueue<E> {
     pub fn schedule(&mut self, at: Time, event: E) {
         let at = at.max(self.now);
         self.seq += 1;
-        self.heap.push(Reverse(Entry { at, seq: self.seq, event }));
+        self.heap.push(Reverse(Entry {
+            at,
+            seq: self.seq,
+            event,
+        }));
     }
 
     /// Time of the next event, if any.

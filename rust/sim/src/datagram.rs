@@ -44,7 +44,15 @@ pub const WIRE_OVERHEAD: usize = 66;
 impl Datagram {
     /// An intact datagram.
     pub fn new(src: HostId, dst: HostId, sport: u16, dport: u16, ecn: Ecn, data: Vec<u8>) -> Self {
-        Datagram { src, dst, sport, dport, ecn, data, corrupted: false }
+        Datagram {
+            src,
+            dst,
+            sport,
+            dport,
+            ecn,
+            data,
+            corrupted: false,
+        }
     }
 
     /// Bytes this datagram occupies on a link.

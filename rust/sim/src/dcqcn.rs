@@ -64,7 +64,15 @@ pub struct Dcqcn {
 impl Dcqcn {
     /// At line rate, no congestion seen.
     pub fn new(cfg: DcqcnConfig) -> Self {
-        Dcqcn { cfg, rc: cfg.line_rate_bps, rt: cfg.line_rate_bps, alpha: 1.0, stage: 0, next_timer: None, cnps: 0 }
+        Dcqcn {
+            cfg,
+            rc: cfg.line_rate_bps,
+            rt: cfg.line_rate_bps,
+            alpha: 1.0,
+            stage: 0,
+            next_timer: None,
+            cnps: 0,
+        }
     }
 
     /// Current sending rate, bits per second.
@@ -101,7 +109,11 @@ impl Dcqcn {
             self.rt = self.rt.min(self.cfg.line_rate_bps);
             self.rc = ((self.rt + self.rc) / 2.0).min(self.cfg.line_rate_bps);
             let at_line = self.rc >= self.cfg.line_rate_bps * 0.999;
-            self.next_timer = if at_line && self.alpha < 0.01 { None } else { Some(t + self.cfg.timer_ns) };
+            self.next_timer = if at_line && self.alpha < 0.01 {
+                None
+            } else {
+                Some(t + self.cfg.timer_ns)
+            };
         }
     }
 }

@@ -61,7 +61,14 @@ impl GbnConfig {
 
     /// NIC-like defaults: 4 KiB MTU, timeout 14 (67 ms, perftest's default), retry 7, no CC.
     pub fn new() -> Self {
-        GbnConfig { mtu: 4096, window_pkts: 1024, rto_ns: Self::ib_timeout_ns(14), retry_cnt: 7, ack_every: 4, dcqcn: None }
+        GbnConfig {
+            mtu: 4096,
+            window_pkts: 1024,
+            rto_ns: Self::ib_timeout_ns(14),
+            retry_cnt: 7,
+            ack_every: 4,
+            dcqcn: None,
+        }
     }
 }
 
@@ -137,7 +144,8 @@ fn qp_of(flow: usize) -> QpId {
 }
 
 fn get_u32(b: &[u8], at: usize) -> u32 {
-    b.get(at..at + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+    b.get(at..at + 4)
+        .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
 }
 
 impl GbnHost {
@@ -171,7 +179,9 @@ impl GbnHost {
         let msg = get_u32(b, 12) as usize;
         let offset = get_u32(b, 16);
         let len = get_u32(b, 20) as usize;
-        let Some(r) = self.rx.get_mut(&flow) else { return };
+        let Some(r) = self.rx.get_mut(&flow) else {
+            return;
+        };
         if d.ecn == Ecn::Ce && self.cfg.dcqcn.is_some() {
             let gap = self.cfg.dcqcn.map_or(0, |c| c.cnp_interval_ns);
             if r.last_cnp.is_none_or(|t| now >= t + gap) {
@@ -191,12 +201,20 @@ impl GbnHost {
             }
             return;
         }
-        let Some(m) = r.spec.msgs.get(msg).copied() else { return };
+        let Some(m) = r.spec.msgs.get(msg).copied() else {
+            return;
+        };
         let payload = b.get(DATA_HDR..DATA_HDR + len).unwrap_or(&[]);
         let qp = qp_of(flow);
         let dest = match m.op {
-            Op::Send => Dest::Recv { wr_id: msg as u64, offset },
-            _ => Dest::Remote { rkey: r.layout.write_rkey, va: r.layout.va + r.layout.offsets[msg] + u64::from(offset) },
+            Op::Send => Dest::Recv {
+                wr_id: msg as u64,
+                offset,
+            },
+            _ => Dest::Remote {
+                rkey: r.layout.write_rkey,
+                va: r.layout.va + r.layout.offsets[msg] + u64::from(offset),
+            },
         };
         if !payload.is_empty() && self.mem.for_conn(0).place(qp, dest, payload).is_err() {
             return;
@@ -214,7 +232,15 @@ impl GbnHost {
                 Op::Send => (WcOpcode::Recv, None),
                 _ => (WcOpcode::RecvRdmaWithImm, Some(imm_of(flow, msg))),
             };
-            let wc = Completion { qp, wr_id: msg as u64, status: WcStatus::Success, opcode, byte_len: m.len, imm, solicited: false };
+            let wc = Completion {
+                qp,
+                wr_id: msg as u64,
+                status: WcStatus::Success,
+                opcode,
+                byte_len: m.len,
+                imm,
+                solicited: false,
+            };
             r.log.recv.push(Logged { wc, at: now });
             self.completions += 1;
         }
@@ -222,7 +248,9 @@ impl GbnHost {
 
     fn on_ack(&mut self, now: Time, flow: usize, psn: u32, nak: bool) {
         let rto = self.cfg.rto_ns;
-        let Some(t) = self.tx.get_mut(&flow) else { return };
+        let Some(t) = self.tx.get_mut(&flow) else {
+            return;
+        };
         if t.failed {
             return;
         }
@@ -236,12 +264,28 @@ impl GbnHost {
                 if end > t.una {
                     break;
                 }
-                let opcode = if t.spec.msgs[i].op == Op::Send { WcOpcode::Send } else { WcOpcode::RdmaWrite };
-                let wc = Completion { qp: qp_of(flow), wr_id: i as u64, status: WcStatus::Success, opcode, byte_len: t.spec.msgs[i].len, imm: None, solicited: false };
+                let opcode = if t.spec.msgs[i].op == Op::Send {
+                    WcOpcode::Send
+                } else {
+                    WcOpcode::RdmaWrite
+                };
+                let wc = Completion {
+                    qp: qp_of(flow),
+                    wr_id: i as u64,
+                    status: WcStatus::Success,
+                    opcode,
+                    byte_len: t.spec.msgs[i].len,
+                    imm: None,
+                    solicited: false,
+                };
                 t.log.send.push(Logged { wc, at: now });
                 self.completions += 1;
             }
-            t.rto_at = if t.una < t.total { Some(now + rto) } else { None };
+            t.rto_at = if t.una < t.total {
+                Some(now + rto)
+            } else {
+                None
+            };
         }
         if nak && psn >= t.una && psn < t.nxt {
             t.nxt = psn;
@@ -257,7 +301,15 @@ impl GbnHost {
         let mut status = WcStatus::RetryExcErr;
         while t.log.send.len() < t.spec.msgs.len() {
             let i = t.log.send.len();
-            let wc = Completion { qp: qp_of(flow), wr_id: i as u64, status, opcode: WcOpcode::RdmaWrite, byte_len: 0, imm: None, solicited: false };
+            let wc = Completion {
+                qp: qp_of(flow),
+                wr_id: i as u64,
+                status,
+                opcode: WcOpcode::RdmaWrite,
+                byte_len: 0,
+                imm: None,
+                solicited: false,
+            };
             t.log.send.push(Logged { wc, at: now });
             *completions += 1;
             status = WcStatus::WrFlushErr;
@@ -276,10 +328,20 @@ impl GbnHost {
         b.resize(DATA_HDR, 0);
         b[0] = T_DATA;
         b[1] = m.op as u8;
-        for (at, v) in [(4, flow as u32), (8, psn), (12, msg as u32), (16, offset), (20, len)] {
+        for (at, v) in [
+            (4, flow as u32),
+            (8, psn),
+            (12, msg as u32),
+            (16, offset),
+            (20, len),
+        ] {
             b[at..at + 4].copy_from_slice(&v.to_be_bytes());
         }
-        if len > 0 && !self.mem.gather_wr((0, qp_of(flow), msg as u64), offset, len, &mut b) {
+        if len > 0
+            && !self
+                .mem
+                .gather_wr((0, qp_of(flow), msg as u64), offset, len, &mut b)
+        {
             b.resize(DATA_HDR + len as usize, 0);
         }
         t.nxt += 1;
@@ -296,25 +358,41 @@ impl GbnHost {
             let wire = (b.len() + crate::datagram::WIRE_OVERHEAD) as f64 * 8.0;
             t.next_send_at = now + (wire / d.rate_bps() * 1e9) as Time;
         }
-        Some(Datagram::new(self.id, t.peer, t.sport, ROCE_PORT, Ecn::Ect, b))
+        Some(Datagram::new(
+            self.id,
+            t.peer,
+            t.sport,
+            ROCE_PORT,
+            Ecn::Ect,
+            b,
+        ))
     }
 }
 
 impl Endpoint for GbnHost {
     fn add_flow(&mut self, flow: usize, spec: &FlowSpec, now: Time) {
         assert!(
-            spec.msgs.iter().all(|m| matches!(m.op, Op::Write | Op::WriteImm | Op::Send)),
+            spec.msgs
+                .iter()
+                .all(|m| matches!(m.op, Op::Write | Op::WriteImm | Op::Send)),
             "the go-back-N model moves data with WRITE and SEND only"
         );
         let layout = FlowLayout::new(flow, spec);
-        let log = FlowLog { conn: 0, qp: qp_of(flow), ..Default::default() };
+        let log = FlowLog {
+            conn: 0,
+            qp: qp_of(flow),
+            ..Default::default()
+        };
         if spec.src == self.id {
             let mut first_psn = Vec::with_capacity(spec.msgs.len());
             let mut psn = 0u32;
             for (i, m) in spec.msgs.iter().enumerate() {
                 first_psn.push(psn);
                 psn += m.len.div_ceil(self.cfg.mtu).max(1);
-                self.mem.send.insert((0, qp_of(flow), i as u64), layout.requester_buffer(flow, spec, i));
+                self.mem.send.insert(
+                    (0, qp_of(flow), i as u64),
+                    layout.requester_buffer(flow, spec, i),
+                );
             }
             let mut log = log;
             log.started = Some(now);
@@ -341,7 +419,10 @@ impl Endpoint for GbnHost {
             layout.register_responder(flow, spec, &mut self.mem);
             for (i, m) in spec.msgs.iter().enumerate() {
                 if m.op == Op::Send {
-                    self.mem.recv.insert((0, qp_of(flow), i as u64), Backing::new(m.len as usize, spec.verify));
+                    self.mem.recv.insert(
+                        (0, qp_of(flow), i as u64),
+                        Backing::new(m.len as usize, spec.verify),
+                    );
                 }
             }
             let rx = Rx {
@@ -447,14 +528,21 @@ impl Endpoint for GbnHost {
             .values()
             .flat_map(|t| {
                 let pace = t.can_send(window).then_some(t.next_send_at);
-                [t.rto_at, pace, t.dcqcn.as_ref().and_then(Dcqcn::poll_timeout)]
+                [
+                    t.rto_at,
+                    pace,
+                    t.dcqcn.as_ref().and_then(Dcqcn::poll_timeout),
+                ]
             })
             .flatten()
             .min()
     }
 
     fn flow_log(&self, flow: usize) -> Option<&FlowLog> {
-        self.tx.get(&flow).map(|t| &t.log).or_else(|| self.rx.get(&flow).map(|r| &r.log))
+        self.tx
+            .get(&flow)
+            .map(|t| &t.log)
+            .or_else(|| self.rx.get(&flow).map(|r| &r.log))
     }
 
     fn memory(&self) -> &HostMemory {

@@ -115,7 +115,8 @@ impl MetaHost {
             by_qp: BTreeMap::new(),
             buf: vec![0; MIN_TRANSMIT_BUF.max(256)],
             rr: 0,
-            fair: FairShare::new(cfg.fair_share_bps, cfg.fair_window_ns).with_headroom(cfg.fair_headroom_permille),
+            fair: FairShare::new(cfg.fair_share_bps, cfg.fair_window_ns)
+                .with_headroom(cfg.fair_headroom_permille),
             hint: cfg.fair_share_bps,
             completions: 0,
             stats: EndpointStats::default(),
@@ -133,17 +134,27 @@ impl MetaHost {
         }
         let mut cfg = self.cfg.conn;
         cfg.local_conn_id = conn_id(self.id, peer);
-        cfg.peer_conn_id = if self.cfg.known_peer_ids { conn_id(peer, self.id) } else { 0 };
+        cfg.peer_conn_id = if self.cfg.known_peer_ids {
+            conn_id(peer, self.id)
+        } else {
+            0
+        };
         cfg.rate_hint_bps = self.hint;
         let seed = self.seed ^ (self.id as u64) << 40 ^ (peer as u64) << 20;
-        self.peers.push(Peer { host: peer, conn: Connection::new(cfg, ns(now), seed), placed: 0 });
+        self.peers.push(Peer {
+            host: peer,
+            conn: Connection::new(cfg, ns(now), seed),
+            placed: 0,
+        });
         self.peers.len() - 1
     }
 
     /// Posts as many pending sends and receives of every flow as the queues take.
     fn post_work(&mut self, now: Time) {
         for (&flow, f) in self.flows.iter_mut() {
-            let Some(peer) = self.peers.get_mut(f.log.conn) else { continue };
+            let Some(peer) = self.peers.get_mut(f.log.conn) else {
+                continue;
+            };
             let conn = &mut peer.conn;
             let qp = f.log.qp;
             if f.is_src {
@@ -151,17 +162,29 @@ impl MetaHost {
                     let i = f.next_post;
                     let m = f.spec.msgs[i];
                     let va = f.layout.va + f.layout.offsets[i];
-                    let mut wr = WorkRequest { wr_id: i as u64, len: m.len, ..Default::default() };
+                    let mut wr = WorkRequest {
+                        wr_id: i as u64,
+                        len: m.len,
+                        ..Default::default()
+                    };
                     match m.op {
-                        Op::Write => (wr.opcode, wr.remote_addr, wr.rkey) = (Opcode::Write, va, f.layout.write_rkey),
+                        Op::Write => {
+                            (wr.opcode, wr.remote_addr, wr.rkey) =
+                                (Opcode::Write, va, f.layout.write_rkey)
+                        }
                         Op::WriteImm => {
-                            (wr.opcode, wr.remote_addr, wr.rkey) = (Opcode::WriteImm, va, f.layout.write_rkey);
+                            (wr.opcode, wr.remote_addr, wr.rkey) =
+                                (Opcode::WriteImm, va, f.layout.write_rkey);
                             wr.imm = imm_of(flow, i);
                         }
                         Op::Send => wr.opcode = Opcode::Send,
-                        Op::Read => (wr.opcode, wr.remote_addr, wr.rkey) = (Opcode::Read, va, f.layout.read_rkey),
+                        Op::Read => {
+                            (wr.opcode, wr.remote_addr, wr.rkey) =
+                                (Opcode::Read, va, f.layout.read_rkey)
+                        }
                         Op::FetchAdd => {
-                            (wr.opcode, wr.remote_addr, wr.rkey) = (Opcode::FetchAdd, f.layout.va, f.layout.atomic_rkey);
+                            (wr.opcode, wr.remote_addr, wr.rkey) =
+                                (Opcode::FetchAdd, f.layout.va, f.layout.atomic_rkey);
                             wr.compare_add = i as u64 + 1;
                         }
                     }
@@ -185,7 +208,10 @@ impl MetaHost {
                     let len = f.spec.msgs[i].len;
                     match conn.post_recv(qp, i as u64, len) {
                         Ok(()) => {
-                            self.mem.recv.insert((f.log.conn, qp, i as u64), Backing::new(len as usize, f.spec.verify));
+                            self.mem.recv.insert(
+                                (f.log.conn, qp, i as u64),
+                                Backing::new(len as usize, f.spec.verify),
+                            );
                             f.next_recv += 1;
                         }
                         Err(PostError::QueueFull) => break,
@@ -198,12 +224,18 @@ impl MetaHost {
 
     /// Logs every pending event of connection `pi`.
     fn drain_events(&mut self, pi: usize, now: Time) {
-        let Some(peer) = self.peers.get_mut(pi) else { return };
+        let Some(peer) = self.peers.get_mut(pi) else {
+            return;
+        };
         while let Some(e) = peer.conn.poll_event() {
             match e {
                 Event::Completion(wc) => {
                     self.completions += 1;
-                    if let Some(f) = self.by_qp.get(&(pi, wc.qp)).and_then(|fl| self.flows.get_mut(fl)) {
+                    if let Some(f) = self
+                        .by_qp
+                        .get(&(pi, wc.qp))
+                        .and_then(|fl| self.flows.get_mut(fl))
+                    {
                         let rec = Logged { wc, at: now };
                         if matches!(wc.opcode, WcOpcode::Recv | WcOpcode::RecvRdmaWithImm) {
                             f.log.recv.push(rec);
@@ -240,19 +272,43 @@ impl Endpoint for MetaHost {
         }
         let peer = if is_src { spec.dst } else { spec.src };
         let pi = self.peer_index(peer, now);
-        let (local, remote) = if is_src { (0x100, 0x200) } else { (0x200, 0x100) };
+        let (local, remote) = if is_src {
+            (0x100, 0x200)
+        } else {
+            (0x200, 0x100)
+        };
         let qpn = |base: u32| base + flow as u32;
         let Ok(qp) = self.peers[pi].conn.open_qp(qpn(local), qpn(remote)) else {
-            panic!("host {}: cannot open a QP for flow {flow} (too many QPs on one connection?)", self.id);
+            panic!(
+                "host {}: cannot open a QP for flow {flow} (too many QPs on one connection?)",
+                self.id
+            );
         };
         let layout = FlowLayout::new(flow, spec);
         if !is_src {
             layout.register_responder(flow, spec, &mut self.mem);
         }
-        let recvs = (0..spec.msgs.len()).filter(|&i| spec.msgs[i].op.consumes_recv()).collect();
-        let log = FlowLog { conn: pi, qp, ..Default::default() };
+        let recvs = (0..spec.msgs.len())
+            .filter(|&i| spec.msgs[i].op.consumes_recv())
+            .collect();
+        let log = FlowLog {
+            conn: pi,
+            qp,
+            ..Default::default()
+        };
         self.by_qp.insert((pi, qp), flow);
-        self.flows.insert(flow, FlowState { spec: spec.clone(), layout, is_src, log, next_post: 0, recvs, next_recv: 0 });
+        self.flows.insert(
+            flow,
+            FlowState {
+                spec: spec.clone(),
+                layout,
+                is_src,
+                log,
+                next_post: 0,
+                recvs,
+                next_recv: 0,
+            },
+        );
         self.post_work(now);
     }
 
@@ -265,14 +321,17 @@ impl Endpoint for MetaHost {
             self.stats.rx_dropped += 1;
             return;
         };
-        let is_data = d.data.first() == Some(&VERSION_DRAFT0) && d.data.get(1).is_some_and(|&t| t != 0 && t < 0x10);
+        let is_data = d.data.first() == Some(&VERSION_DRAFT0)
+            && d.data.get(1).is_some_and(|&t| t != 0 && t < 0x10);
         if is_data && self.cfg.fair_share_bps > 0 {
             self.fair.on_receive(pi, ns(now));
             self.update_hint(now);
         }
         let before = self.mem.stats.bytes_placed;
         let mut mem = self.mem.for_conn(pi);
-        let _ = self.peers[pi].conn.handle_datagram(ns(now), d.ecn == Ecn::Ce, &d.data, &mut mem);
+        let _ = self.peers[pi]
+            .conn
+            .handle_datagram(ns(now), d.ecn == Ecn::Ce, &d.data, &mut mem);
         self.peers[pi].placed += self.mem.stats.bytes_placed - before;
         self.drain_events(pi, now);
         self.post_work(now);
@@ -281,7 +340,11 @@ impl Endpoint for MetaHost {
     fn on_timeout(&mut self, now: Time) {
         self.update_hint(now);
         for pi in 0..self.peers.len() {
-            if self.peers[pi].conn.poll_timeout().is_some_and(|t| t.as_nanos() <= now) {
+            if self.peers[pi]
+                .conn
+                .poll_timeout()
+                .is_some_and(|t| t.as_nanos() <= now)
+            {
                 self.peers[pi].conn.handle_timeout(ns(now));
                 self.drain_events(pi, now);
             }
@@ -294,26 +357,50 @@ impl Endpoint for MetaHost {
         for k in 0..n {
             let pi = (self.rr + k) % n;
             let peer = &mut self.peers[pi];
-            let Some(t) = peer.conn.poll_transmit(ns(now), &mut self.buf) else { continue };
+            let Some(t) = peer.conn.poll_transmit(ns(now), &mut self.buf) else {
+                continue;
+            };
             self.rr = pi + 1;
             let host = peer.host;
             let mut data = Vec::with_capacity(t.len + t.payload.map_or(0, |p| p.len() as usize));
             data.extend_from_slice(&self.buf[..t.len]);
             let ok = match t.payload {
                 None => true,
-                Some(Payload::Wr { qp, wr_id, offset, len }) => self.mem.gather_wr((pi, qp, wr_id), offset, len, &mut data),
-                Some(Payload::Mr { rkey, va, len, .. }) => self.mem.gather_mr(rkey, va, len, &mut data),
+                Some(Payload::Wr {
+                    qp,
+                    wr_id,
+                    offset,
+                    len,
+                }) => self.mem.gather_wr((pi, qp, wr_id), offset, len, &mut data),
+                Some(Payload::Mr { rkey, va, len, .. }) => {
+                    self.mem.gather_mr(rkey, va, len, &mut data)
+                }
             };
-            assert!(ok, "host {}: the core asked for payload {:?} that the driver cannot gather", self.id, t.payload);
+            assert!(
+                ok,
+                "host {}: the core asked for payload {:?} that the driver cannot gather",
+                self.id, t.payload
+            );
             // Drain events the transmit may have produced (e.g. QP errors).
             self.drain_events(pi, now);
-            return Some(Datagram::new(self.id, host, t.src_port, UDP_PORT, Ecn::Ect, data));
+            return Some(Datagram::new(
+                self.id,
+                host,
+                t.src_port,
+                UDP_PORT,
+                Ecn::Ect,
+                data,
+            ));
         }
         None
     }
 
     fn poll_timeout(&self) -> Option<Time> {
-        self.peers.iter().filter_map(|p| p.conn.poll_timeout()).map(|t| t.as_nanos()).min()
+        self.peers
+            .iter()
+            .filter_map(|p| p.conn.poll_timeout())
+            .map(|t| t.as_nanos())
+            .min()
     }
 
     fn flow_log(&self, flow: usize) -> Option<&FlowLog> {
@@ -345,6 +432,9 @@ impl Endpoint for MetaHost {
     }
 
     fn placed_from(&self, peer: HostId) -> u64 {
-        self.peers.iter().find(|p| p.host == peer).map_or(0, |p| p.placed)
+        self.peers
+            .iter()
+            .find(|p| p.host == peer)
+            .map_or(0, |p| p.placed)
     }
 }

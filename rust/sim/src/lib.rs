@@ -41,7 +41,10 @@ pub mod world;
 /// simulator therefore runs worlds on a thread with a large (lazily committed)
 /// stack. A panic in `f` is propagated.
 pub fn with_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
-    let t = std::thread::Builder::new().stack_size(256 << 20).spawn(f).expect("spawn simulator thread");
+    let t = std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(f)
+        .expect("spawn simulator thread");
     match t.join() {
         Ok(r) => r,
         Err(e) => std::panic::resume_unwind(e),

@@ -123,7 +123,14 @@ pub struct Link {
 impl Link {
     /// A link with its own random stream.
     pub fn new(cfg: LinkConfig, rng: Rng) -> Self {
-        Link { cfg, stats: LinkStats::default(), blackholed: false, busy_until: 0, last_arrival: 0, rng }
+        Link {
+            cfg,
+            stats: LinkStats::default(),
+            blackholed: false,
+            busy_until: 0,
+            last_arrival: 0,
+            rng,
+        }
     }
 
     /// Bytes waiting to be serialized at `now`.
@@ -179,7 +186,11 @@ impl Link {
     }
 
     fn arrival(&mut self) -> Time {
-        let jitter = if self.cfg.jitter_ns > 0 { self.rng.below(self.cfg.jitter_ns + 1) } else { 0 };
+        let jitter = if self.cfg.jitter_ns > 0 {
+            self.rng.below(self.cfg.jitter_ns + 1)
+        } else {
+            0
+        };
         let mut at = self.busy_until + self.cfg.delay_ns + jitter;
         if self.cfg.jitter_fifo {
             at = at.max(self.last_arrival);
@@ -226,7 +237,10 @@ mod tests {
     fn blackhole_drops_everything() {
         let mut l = Link::new(LinkConfig::new(1_000_000_000, 10), Rng::new(1));
         l.blackholed = true;
-        assert!(matches!(l.offer(0, dgram(10, Ecn::NotEct)), Outcome::Dropped));
+        assert!(matches!(
+            l.offer(0, dgram(10, Ecn::NotEct)),
+            Outcome::Dropped
+        ));
         assert_eq!(l.stats.blackholed, 1);
     }
 }

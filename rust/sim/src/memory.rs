@@ -64,7 +64,9 @@ impl Backing {
     }
 
     fn read_into(&self, off: usize, len: usize, out: &mut Vec<u8>) -> bool {
-        let Some(end) = off.checked_add(len).filter(|&e| e <= self.len()) else { return false };
+        let Some(end) = off.checked_add(len).filter(|&e| e <= self.len()) else {
+            return false;
+        };
         match self {
             Backing::Bytes(v) => out.extend_from_slice(&v[off..end]),
             Backing::Sink(_) => out.resize(out.len() + len, 0),
@@ -141,12 +143,16 @@ impl HostMemory {
 
     /// Appends `len` bytes of send buffer `key` at `offset` to `out`.
     pub fn gather_wr(&self, key: BufKey, offset: u32, len: u32, out: &mut Vec<u8>) -> bool {
-        self.send.get(&key).is_some_and(|b| b.read_into(offset as usize, len as usize, out))
+        self.send
+            .get(&key)
+            .is_some_and(|b| b.read_into(offset as usize, len as usize, out))
     }
 
     /// Appends `len` bytes of region `rkey` at `va` to `out` (READ responses).
     pub fn gather_mr(&self, rkey: u32, va: u64, len: u32, out: &mut Vec<u8>) -> bool {
-        let Some(r) = self.regions.get(&rkey) else { return false };
+        let Some(r) = self.regions.get(&rkey) else {
+            return false;
+        };
         match r.offset(va, u64::from(len)) {
             Ok(off) => r.data.read_into(off, len as usize, out),
             Err(_) => false,
@@ -172,11 +178,19 @@ impl ConnMemory<'_> {
                 r.data.write(off, data)
             }
             Dest::Recv { wr_id, offset } => {
-                let b = self.mem.recv.get_mut(&(self.conn, qp, wr_id)).ok_or(MemError::Invalid)?;
+                let b = self
+                    .mem
+                    .recv
+                    .get_mut(&(self.conn, qp, wr_id))
+                    .ok_or(MemError::Invalid)?;
                 b.write(offset as usize, data)
             }
             Dest::Local { wr_id, offset } => {
-                let b = self.mem.send.get_mut(&(self.conn, qp, wr_id)).ok_or(MemError::Invalid)?;
+                let b = self
+                    .mem
+                    .send
+                    .get_mut(&(self.conn, qp, wr_id))
+                    .ok_or(MemError::Invalid)?;
                 b.write(offset as usize, data)
             }
         }
@@ -213,8 +227,12 @@ impl Memory for ConnMemory<'_> {
             return Err(MemError::Access);
         }
         let off = r.offset(va, 8)?;
-        let Backing::Bytes(v) = &mut r.data else { return Ok(0) };
-        let cell: &mut [u8; 8] = (&mut v[off..off + 8]).try_into().map_err(|_| MemError::Access)?;
+        let Backing::Bytes(v) = &mut r.data else {
+            return Ok(0);
+        };
+        let cell: &mut [u8; 8] = (&mut v[off..off + 8])
+            .try_into()
+            .map_err(|_| MemError::Access)?;
         let orig = u64::from_ne_bytes(*cell);
         let new = match op {
             AtomicOp::CompareSwap { compare, swap } => {
@@ -241,14 +259,52 @@ mod tests {
         let mut m = HostMemory::default();
         m.register(
             7,
-            Region { base: 0x1000, data: Backing::new(16, true), remote_write: true, remote_read: false, remote_atomic: true },
+            Region {
+                base: 0x1000,
+                data: Backing::new(16, true),
+                remote_write: true,
+                remote_read: false,
+                remote_atomic: true,
+            },
         );
         let q = QpId(0);
         let mut c = m.for_conn(0);
-        assert!(c.place(q, Dest::Remote { rkey: 7, va: 0x1008 }, &[1; 8]).is_ok());
-        assert_eq!(c.place(q, Dest::Remote { rkey: 7, va: 0x1009 }, &[1; 8]), Err(MemError::Access));
-        assert_eq!(c.place(q, Dest::Remote { rkey: 8, va: 0x1000 }, &[1]), Err(MemError::Access));
-        assert_eq!(c.place(q, Dest::Remote { rkey: 7, va: 0xfff }, &[1]), Err(MemError::Access));
+        assert!(c
+            .place(
+                q,
+                Dest::Remote {
+                    rkey: 7,
+                    va: 0x1008
+                },
+                &[1; 8]
+            )
+            .is_ok());
+        assert_eq!(
+            c.place(
+                q,
+                Dest::Remote {
+                    rkey: 7,
+                    va: 0x1009
+                },
+                &[1; 8]
+            ),
+            Err(MemError::Access)
+        );
+        assert_eq!(
+            c.place(
+                q,
+                Dest::Remote {
+                    rkey: 8,
+                    va: 0x1000
+                },
+                &[1]
+            ),
+            Err(MemError::Access)
+        );
+        assert_eq!(
+            c.place(q, Dest::Remote { rkey: 7, va: 0xfff }, &[1]),
+            Err(MemError::Access)
+        );
         assert_eq!(c.check_read(q, 7, 0x1000, 1), Err(MemError::Access));
         assert_eq!(c.atomic(q, 7, 0x1000, AtomicOp::FetchAdd { add: 5 }), Ok(0));
         assert_eq!(c.atomic(q, 7, 0x1000, AtomicOp::FetchAdd { add: 5 }), Ok(5));

@@ -67,7 +67,10 @@ impl Network {
             }
         }
         for h in 0..cfg.hosts {
-            links.push(Link::new(cfg.downlink, Rng::derive(seed, 0x10_000 + h as u64)));
+            links.push(Link::new(
+                cfg.downlink,
+                Rng::derive(seed, 0x10_000 + h as u64),
+            ));
         }
         Network { cfg, links }
     }
@@ -80,7 +83,10 @@ impl Network {
     /// The core path the switch's ECMP hash picks for `d`'s 5-tuple.
     pub fn ecmp_path(&self, d: &Datagram) -> usize {
         let k = self.paths().max(1) as u64;
-        let key = (d.src as u64) << 48 ^ (d.dst as u64) << 32 ^ u64::from(d.sport) << 16 ^ u64::from(d.dport);
+        let key = (d.src as u64) << 48
+            ^ (d.dst as u64) << 32
+            ^ u64::from(d.sport) << 16
+            ^ u64::from(d.dport);
         (Rng::derive(self.cfg.ecmp_seed, key ^ 17 << 56).next_u64() % k) as usize
     }
 

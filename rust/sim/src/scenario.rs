@@ -113,7 +113,11 @@ pub fn build_world(net: NetworkConfig, transport: Transport, seed: u64) -> World
     let hosts: Vec<Box<dyn Endpoint>> = (0..n)
         .map(|i| -> Box<dyn Endpoint> {
             match transport {
-                Transport::Meta(cfg) => Box::new(MetaHost::new(i, cfg, seed.wrapping_add(i as u64 * 0x1_0001))),
+                Transport::Meta(cfg) => Box::new(MetaHost::new(
+                    i,
+                    cfg,
+                    seed.wrapping_add(i as u64 * 0x1_0001),
+                )),
                 Transport::Gbn(cfg) => Box::new(GbnHost::new(i, cfg)),
             }
         })
@@ -192,10 +196,19 @@ pub fn finish_run(w: &mut World) -> RunResult {
     let stats: Vec<_> = w.hosts.iter().map(|h| h.stats()).collect();
     RunResult {
         error: r.as_ref().err().map(|e| format!("{e:?}")),
-        failed_flows: checks.iter().filter(|c| c.errors.iter().any(|e| e.contains("failed"))).count(),
+        failed_flows: checks
+            .iter()
+            .filter(|c| c.errors.iter().any(|e| e.contains("failed")))
+            .count(),
         check_errors: checks.iter().map(|c| c.errors.len()).sum(),
         bytes: w.flows.iter().map(|f| f.total_bytes()).sum(),
-        elapsed_ns: w.finished_at.iter().flatten().copied().max().unwrap_or(w.now()),
+        elapsed_ns: w
+            .finished_at
+            .iter()
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or(w.now()),
         sent_bytes: stats.iter().map(|s| s.payload_bytes).sum(),
         timeouts: stats.iter().map(|s| s.timeouts).sum(),
         paths_retired: stats.iter().map(|s| s.paths_retired).sum(),
@@ -206,14 +219,28 @@ pub fn finish_run(w: &mut World) -> RunResult {
 /// A bulk transfer: `bytes` of WRITEs in `msg` byte messages from host 0 to 1
 /// over `paths` paths, with `loss` on every core link (both directions) and
 /// `jitter_ns` of random extra delay per packet.
-pub fn bulk(transport: Transport, paths: usize, loss: f64, jitter_ns: Time, bytes: u64, msg: u32, seed: u64) -> RunResult {
+pub fn bulk(
+    transport: Transport,
+    paths: usize,
+    loss: f64,
+    jitter_ns: Time,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+) -> RunResult {
     let mut net = pair_network(paths);
     for p in &mut net.paths {
         p.loss = loss;
         p.jitter_ns = jitter_ns;
     }
     let mut w = build_world_with_hints(net, transport, seed);
-    w.add_flow(crate::workload::FlowSpec::writes(0, 1, (bytes / u64::from(msg)) as usize, msg, false));
+    w.add_flow(crate::workload::FlowSpec::writes(
+        0,
+        1,
+        (bytes / u64::from(msg)) as usize,
+        msg,
+        false,
+    ));
     finish_run(&mut w)
 }
 
@@ -222,7 +249,14 @@ pub fn bulk(transport: Transport, paths: usize, loss: f64, jitter_ns: Time, byte
 /// each path stays in order (reordering only across paths, as spraying
 /// causes); without, packets also overtake each other on one path (as netem's
 /// jitter does).
-pub fn reordering(transport: Transport, jitter_ns: Time, fifo: bool, bytes: u64, msg: u32, seed: u64) -> RunResult {
+pub fn reordering(
+    transport: Transport,
+    jitter_ns: Time,
+    fifo: bool,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+) -> RunResult {
     let mut net = pair_network(8);
     for (k, p) in net.paths.iter_mut().enumerate() {
         p.delay_ns = (k as Time + 1) * US;
@@ -230,7 +264,13 @@ pub fn reordering(transport: Transport, jitter_ns: Time, fifo: bool, bytes: u64,
         p.jitter_fifo = fifo;
     }
     let mut w = build_world_with_hints(net, transport, seed);
-    w.add_flow(crate::workload::FlowSpec::writes(0, 1, (bytes / u64::from(msg)) as usize, msg, false));
+    w.add_flow(crate::workload::FlowSpec::writes(
+        0,
+        1,
+        (bytes / u64::from(msg)) as usize,
+        msg,
+        false,
+    ));
     finish_run(&mut w)
 }
 
@@ -255,18 +295,25 @@ pub struct BlackholeResult {
 
 /// One of 8 paths (the busiest) goes dark at 25% of the clean transfer time and stays dark.
 pub fn blackhole(transport: Transport, bytes: u64, msg: u32, seed: u64) -> BlackholeResult {
-    let flow = crate::workload::FlowSpec::writes(0, 1, (bytes / u64::from(msg)) as usize, msg, false);
+    let flow =
+        crate::workload::FlowSpec::writes(0, 1, (bytes / u64::from(msg)) as usize, msg, false);
     let mut w = build_world_with_hints(pair_network(8), transport, seed);
     w.add_flow(flow.clone());
     let clean = finish_run(&mut w);
-    let path = (0..8).max_by_key(|&k| w.net.core_link(k, 0).stats.bytes).unwrap_or(0);
+    let path = (0..8)
+        .max_by_key(|&k| w.net.core_link(k, 0).stats.bytes)
+        .unwrap_or(0);
     let fault_at = clean.elapsed_ns / 4;
 
     let mut w = build_world_with_hints(pair_network(8), transport, seed);
     let sample_ns = 2 * US;
     w.sample(sample_ns, fault_at + 2 * crate::clock::MS, Vec::new(), None);
     w.add_flow(flow);
-    w.schedule_fault(crate::network::PathFault { path, down_at: fault_at, up_at: None });
+    w.schedule_fault(crate::network::PathFault {
+        path,
+        down_at: fault_at,
+        up_at: None,
+    });
     let faulty = finish_run(&mut w);
     let dead = w.net.core_link(path, 0);
     let reroute_ns = dead.stats.last_offer_at.map(|t| t.saturating_sub(fault_at));
@@ -292,7 +339,12 @@ pub fn blackhole(transport: Transport, bytes: u64, msg: u32, seed: u64) -> Black
     let mut last_change = fault_at;
     for w2 in placed[k0..].windows(2) {
         if w2[1].1 != w2[0].1 {
-            stall = stall.max(w2[1].0.saturating_sub(last_change).saturating_sub(sample_ns));
+            stall = stall.max(
+                w2[1]
+                    .0
+                    .saturating_sub(last_change)
+                    .saturating_sub(sample_ns),
+            );
             last_change = w2[1].0;
         }
     }
@@ -302,8 +354,20 @@ pub fn blackhole(transport: Transport, bytes: u64, msg: u32, seed: u64) -> Black
             stall = stall.max(last.0.saturating_sub(last_change));
         }
     }
-    let dip = if before > 0.0 && dip.is_finite() { dip / before } else { 0.0 };
-    BlackholeResult { clean, faulty, path, fault_at, reroute_ns, dip, stall_ns: stall }
+    let dip = if before > 0.0 && dip.is_finite() {
+        dip / before
+    } else {
+        0.0
+    };
+    BlackholeResult {
+        clean,
+        faulty,
+        path,
+        fault_at,
+        reroute_ns,
+        dip,
+        stall_ns: stall,
+    }
 }
 
 /// Result of an incast experiment.
@@ -329,7 +393,13 @@ pub struct IncastResult {
 }
 
 /// `senders` hosts each WRITE `bytes` to host 0 at once; the receiver's downlink is the bottleneck.
-pub fn incast(transport: Transport, senders: usize, bytes: u64, msg: u32, seed: u64) -> IncastResult {
+pub fn incast(
+    transport: Transport,
+    senders: usize,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+) -> IncastResult {
     let net = incast_network(senders, 8);
     let ecn = net.downlink.ecn_threshold_bytes;
     let mut w = build_world_with_hints(net, transport, seed);
@@ -337,11 +407,21 @@ pub fn incast(transport: Transport, senders: usize, bytes: u64, msg: u32, seed: 
     let sample_ns = US;
     w.sample(sample_ns, 2 * crate::clock::MS, vec![down], Some(0));
     for s in 1..=senders {
-        w.add_flow(crate::workload::FlowSpec::writes(s, 0, (bytes / u64::from(msg)) as usize, msg, false));
+        w.add_flow(crate::workload::FlowSpec::writes(
+            s,
+            0,
+            (bytes / u64::from(msg)) as usize,
+            msg,
+            false,
+        ));
     }
     let run = finish_run(&mut w);
     let link = &w.net.links[down];
-    let rates: Vec<f64> = run.finish.iter().map(|f| f.map_or(0.0, |t| bytes as f64 / t.max(1) as f64)).collect();
+    let rates: Vec<f64> = run
+        .finish
+        .iter()
+        .map(|f| f.map_or(0.0, |t| bytes as f64 / t.max(1) as f64))
+        .collect();
     let first_finish = run.finish.iter().flatten().copied().min().unwrap_or(0);
     // Windows of 4 RTTs while every sender is active.
     let win = 4 * BASE_RTT_NS;
@@ -351,16 +431,21 @@ pub fn incast(transport: Transport, senders: usize, bytes: u64, msg: u32, seed: 
     let mut i = 0;
     while i + steps < samples.len() {
         let (a, b) = (samples[i], samples[i + steps]);
-        let rates: Vec<f64> = (1..=senders).map(|h| (b.placed_from[h] - a.placed_from[h]) as f64).collect();
-        let drained = samples[i..=i + steps].iter().all(|s| s.backlog[0] <= 2 * ecn);
+        let rates: Vec<f64> = (1..=senders)
+            .map(|h| (b.placed_from[h] - a.placed_from[h]) as f64)
+            .collect();
+        let drained = samples[i..=i + steps]
+            .iter()
+            .all(|s| s.backlog[0] <= 2 * ecn);
         windows.push((a.at, crate::workload::jain(&rates) >= 0.9, drained));
         i += steps;
     }
     // The start of the first window after which every window satisfies `ok`.
-    let settle = |ok: &dyn Fn(&(Time, bool, bool)) -> bool| match windows.iter().rposition(|w| !ok(w)) {
-        None => windows.first().map(|w| w.0),
-        Some(j) => windows.get(j + 1).map(|w| w.0),
-    };
+    let settle =
+        |ok: &dyn Fn(&(Time, bool, bool)) -> bool| match windows.iter().rposition(|w| !ok(w)) {
+            None => windows.first().map(|w| w.0),
+            Some(j) => windows.get(j + 1).map(|w| w.0),
+        };
     let fair_ns = settle(&|w| w.1);
     let drained_ns = settle(&|w| w.2);
     IncastResult {

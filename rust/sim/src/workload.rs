@@ -62,7 +62,12 @@ pub struct FlowSpec {
 impl FlowSpec {
     /// `count` WRITEs of `len` bytes.
     pub fn writes(src: HostId, dst: HostId, count: usize, len: u32, verify: bool) -> Self {
-        FlowSpec { src, dst, msgs: vec![MsgSpec { op: Op::Write, len }; count], verify }
+        FlowSpec {
+            src,
+            dst,
+            msgs: vec![MsgSpec { op: Op::Write, len }; count],
+            verify,
+        }
     }
 
     /// Payload bytes the requester moves (both directions).
@@ -121,10 +126,22 @@ impl FlowLayout {
                 }
             }
         }
-        let region = |data, w, r, a| Region { base: self.va, data, remote_write: w, remote_read: r, remote_atomic: a };
-        mem.register(self.write_rkey, region(Backing::new(len, spec.verify), true, false, false));
+        let region = |data, w, r, a| Region {
+            base: self.va,
+            data,
+            remote_write: w,
+            remote_read: r,
+            remote_atomic: a,
+        };
+        mem.register(
+            self.write_rkey,
+            region(Backing::new(len, spec.verify), true, false, false),
+        );
         mem.register(self.read_rkey, region(read, false, true, false));
-        mem.register(self.atomic_rkey, region(Backing::new(8, true), false, false, true));
+        mem.register(
+            self.atomic_rkey,
+            region(Backing::new(8, true), false, false, true),
+        );
     }
 
     /// The requester's buffer for message `i`: its payload, or room for a READ/atomic result.
@@ -200,39 +217,72 @@ pub fn check_flow(
     let mut seen = HashSet::new();
     for (k, l) in src_log.send.iter().enumerate() {
         if !seen.insert(l.wc.wr_id) {
-            c.errors.push(format!("flow {flow}: wr {} completed twice", l.wc.wr_id));
+            c.errors
+                .push(format!("flow {flow}: wr {} completed twice", l.wc.wr_id));
         }
         if l.wc.wr_id != k as u64 {
-            c.errors.push(format!("flow {flow}: completion {k} is wr {} (out of order)", l.wc.wr_id));
+            c.errors.push(format!(
+                "flow {flow}: completion {k} is wr {} (out of order)",
+                l.wc.wr_id
+            ));
         } else if l.wc.status == WcStatus::Success {
             c.ok_completions += 1;
         } else {
-            c.errors.push(format!("flow {flow}: wr {k} failed with {:?}", l.wc.status));
+            c.errors
+                .push(format!("flow {flow}: wr {k} failed with {:?}", l.wc.status));
         }
     }
     if src_log.send.len() != n {
-        c.errors.push(format!("flow {flow}: {} of {n} send completions", src_log.send.len()));
+        c.errors.push(format!(
+            "flow {flow}: {} of {n} send completions",
+            src_log.send.len()
+        ));
     }
-    let recvs: Vec<usize> = (0..n).filter(|&i| spec.msgs[i].op.consumes_recv()).collect();
+    let recvs: Vec<usize> = (0..n)
+        .filter(|&i| spec.msgs[i].op.consumes_recv())
+        .collect();
     for (k, l) in dst_log.recv.iter().enumerate() {
         let Some(&i) = recvs.get(k) else {
-            c.errors.push(format!("flow {flow}: extra receive completion {:?}", l.wc));
+            c.errors
+                .push(format!("flow {flow}: extra receive completion {:?}", l.wc));
             continue;
         };
-        let want = if spec.msgs[i].op == Op::Send { WcOpcode::Recv } else { WcOpcode::RecvRdmaWithImm };
+        let want = if spec.msgs[i].op == Op::Send {
+            WcOpcode::Recv
+        } else {
+            WcOpcode::RecvRdmaWithImm
+        };
         if l.wc.wr_id != i as u64 || l.wc.status != WcStatus::Success || l.wc.opcode != want {
-            c.errors.push(format!("flow {flow}: receive {k} is {:?}, expected wr {i} {want:?}", l.wc));
+            c.errors.push(format!(
+                "flow {flow}: receive {k} is {:?}, expected wr {i} {want:?}",
+                l.wc
+            ));
         } else if spec.msgs[i].op == Op::Send && l.wc.byte_len != spec.msgs[i].len {
-            c.errors.push(format!("flow {flow}: receive {i} byte_len {}", l.wc.byte_len));
+            c.errors.push(format!(
+                "flow {flow}: receive {i} byte_len {}",
+                l.wc.byte_len
+            ));
         } else if spec.msgs[i].op == Op::WriteImm && l.wc.imm != Some(imm_of(flow, i)) {
-            c.errors.push(format!("flow {flow}: receive {i} imm {:?}", l.wc.imm));
+            c.errors
+                .push(format!("flow {flow}: receive {i} imm {:?}", l.wc.imm));
         }
     }
     if dst_log.recv.len() != recvs.len() {
-        c.errors.push(format!("flow {flow}: {} of {} receive completions", dst_log.recv.len(), recvs.len()));
+        c.errors.push(format!(
+            "flow {flow}: {} of {} receive completions",
+            dst_log.recv.len(),
+            recvs.len()
+        ));
     }
     if spec.verify {
-        check_bytes(flow, spec, &layout, (src_log, src_mem), (dst_log, dst_mem), &mut c.errors);
+        check_bytes(
+            flow,
+            spec,
+            &layout,
+            (src_log, src_mem),
+            (dst_log, dst_mem),
+            &mut c.errors,
+        );
     }
     c
 }
@@ -265,7 +315,10 @@ fn check_bytes(
                 .get(&layout.write_rkey)
                 .and_then(|r| r.data.bytes())
                 .map(|b| &b[off..off + m.len as usize]),
-            Op::Send => dst_mem.recv.get(&(dst_log.conn, dst_log.qp, i as u64)).and_then(|b| b.bytes()),
+            Op::Send => dst_mem
+                .recv
+                .get(&(dst_log.conn, dst_log.qp, i as u64))
+                .and_then(|b| b.bytes()),
             Op::Read => src_mem.send.get(&src_key(i)).and_then(|b| b.bytes()),
             Op::FetchAdd => {
                 adds += i as u64 + 1;
@@ -281,17 +334,34 @@ fn check_bytes(
         match got {
             Some(g) if g == expected.as_slice() => {}
             Some(g) => {
-                let at = g.iter().zip(&expected).position(|(a, b)| a != b).unwrap_or(0);
-                errors.push(format!("flow {flow}: message {i} ({:?}) differs at byte {at}", m.op));
+                let at = g
+                    .iter()
+                    .zip(&expected)
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(0);
+                errors.push(format!(
+                    "flow {flow}: message {i} ({:?}) differs at byte {at}",
+                    m.op
+                ));
             }
-            None => errors.push(format!("flow {flow}: message {i} ({:?}) has no buffer", m.op)),
+            None => errors.push(format!(
+                "flow {flow}: message {i} ({:?}) has no buffer",
+                m.op
+            )),
         }
     }
     if adds > 0 {
-        let counter = dst_mem.regions.get(&layout.atomic_rkey).and_then(|r| r.data.bytes());
-        let v = counter.and_then(|b| <[u8; 8]>::try_from(b).ok()).map(u64::from_ne_bytes);
+        let counter = dst_mem
+            .regions
+            .get(&layout.atomic_rkey)
+            .and_then(|r| r.data.bytes());
+        let v = counter
+            .and_then(|b| <[u8; 8]>::try_from(b).ok())
+            .map(u64::from_ne_bytes);
         if v != Some(adds) {
-            errors.push(format!("flow {flow}: atomic counter {v:?}, expected {adds} (not exactly once)"));
+            errors.push(format!(
+                "flow {flow}: atomic counter {v:?}, expected {adds} (not exactly once)"
+            ));
         }
     }
 }

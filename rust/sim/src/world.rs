@@ -21,7 +21,11 @@ use crate::workload::{check_flow, FlowCheck, FlowLog, FlowSpec};
 
 enum Ev {
     /// `d` arrives at the input of `route[hop]`, or at its host when `hop == 2`.
-    Arrive { d: Datagram, route: [LinkId; 2], hop: u8 },
+    Arrive {
+        d: Datagram,
+        route: [LinkId; 2],
+        hop: u8,
+    },
     /// Host `host` wakes up (if `at` is still its scheduled wakeup).
     Wake { host: HostId },
     /// Core path fault.
@@ -43,7 +47,11 @@ pub struct DriveLimits {
 
 impl Default for DriveLimits {
     fn default() -> Self {
-        DriveLimits { stall_ns: 200 * crate::clock::MS, max_events: 50_000_000, max_time: 60_000 * crate::clock::MS }
+        DriveLimits {
+            stall_ns: 200 * crate::clock::MS,
+            max_events: 50_000_000,
+            max_time: 60_000 * crate::clock::MS,
+        }
     }
 }
 
@@ -140,7 +148,10 @@ impl World {
     fn log(&mut self, what: &str, d: &Datagram, route: [LinkId; 2]) {
         if let Some(t) = &mut self.trace {
             let b = &d.data;
-            let word = |i: usize| b.get(i..i + 4).map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]));
+            let word = |i: usize| {
+                b.get(i..i + 4)
+                    .map_or(0, |s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
+            };
             t.push(format!(
                 "{:>10} {what:<8} {}->{} sport {:5} link {:2} len {:5} type {:#04x} path {:2} psn {:#010x} w16 {:#010x} w20 {:#010x}{}",
                 self.q.now(),
@@ -186,15 +197,33 @@ impl World {
 
     /// Schedules a core path fault.
     pub fn schedule_fault(&mut self, f: PathFault) {
-        self.q.schedule(f.down_at, Ev::Path { path: f.path, down: true });
+        self.q.schedule(
+            f.down_at,
+            Ev::Path {
+                path: f.path,
+                down: true,
+            },
+        );
         if let Some(up) = f.up_at {
-            self.q.schedule(up, Ev::Path { path: f.path, down: false });
+            self.q.schedule(
+                up,
+                Ev::Path {
+                    path: f.path,
+                    down: false,
+                },
+            );
         }
     }
 
     /// Takes a [`Sample`] every `every` ns until `until`, including the backlog
     /// of the links in `watch` and what `receiver` placed from each host.
-    pub fn sample(&mut self, every: Time, until: Time, watch: Vec<LinkId>, receiver: Option<HostId>) {
+    pub fn sample(
+        &mut self,
+        every: Time,
+        until: Time,
+        watch: Vec<LinkId>,
+        receiver: Option<HostId>,
+    ) {
         self.watch_host = receiver;
         self.sample_every = every;
         self.sample_until = until;
@@ -211,7 +240,10 @@ impl World {
             }
             let now = self.now();
             if now.saturating_sub(self.last_progress) > limits.stall_ns {
-                return Err(DriveError::Stalled { last_progress: self.last_progress, now });
+                return Err(DriveError::Stalled {
+                    last_progress: self.last_progress,
+                    now,
+                });
             }
             if self.q.popped() >= limits.max_events {
                 return Err(DriveError::EventCap(self.q.popped()));
@@ -220,7 +252,9 @@ impl World {
                 return Err(DriveError::TimeCap(now));
             }
             // (With sampling on, the queue never empties; the stall bound ends such runs.)
-            let Some((at, ev)) = self.q.pop() else { return Err(DriveError::Idle(now)) };
+            let Some((at, ev)) = self.q.pop() else {
+                return Err(DriveError::Idle(now));
+            };
             self.step(at, ev);
         }
     }
@@ -240,7 +274,14 @@ impl World {
                 match self.net.links[route[hop as usize]].offer(now, d) {
                     Outcome::Delivered(v) => {
                         for (at, d) in v {
-                            self.q.schedule(at, Ev::Arrive { d, route, hop: hop + 1 });
+                            self.q.schedule(
+                                at,
+                                Ev::Arrive {
+                                    d,
+                                    route,
+                                    hop: hop + 1,
+                                },
+                            );
                         }
                     }
                     Outcome::Dropped => {
@@ -261,10 +302,20 @@ impl World {
                 let s = Sample {
                     at: now,
                     sent: self.hosts.iter().map(|h| h.stats().payload_bytes).collect(),
-                    placed: self.hosts.iter().map(|h| h.memory().stats.bytes_placed).collect(),
-                    backlog: self.watch.iter().map(|&l| self.net.links[l].backlog_bytes(now)).collect(),
+                    placed: self
+                        .hosts
+                        .iter()
+                        .map(|h| h.memory().stats.bytes_placed)
+                        .collect(),
+                    backlog: self
+                        .watch
+                        .iter()
+                        .map(|&l| self.net.links[l].backlog_bytes(now))
+                        .collect(),
                     placed_from: match self.watch_host {
-                        Some(r) => (0..self.hosts.len()).map(|h| self.hosts[r].placed_from(h)).collect(),
+                        Some(r) => (0..self.hosts.len())
+                            .map(|h| self.hosts[r].placed_from(h))
+                            .collect(),
                         None => Vec::new(),
                     },
                 };
@@ -295,7 +346,9 @@ impl World {
             self.hosts[h].on_timeout(now);
         }
         while self.nic_free_at[h] <= now {
-            let Some(d) = self.hosts[h].poll_transmit(now) else { break };
+            let Some(d) = self.hosts[h].poll_transmit(now) else {
+                break;
+            };
             let done = now + self.net_nic_serialize(d.wire_len());
             self.nic_free_at[h] = done;
             let route = self.net.route(&d);
@@ -353,11 +406,17 @@ impl World {
 
     fn flow_finished(&self, f: usize) -> bool {
         let spec = &self.flows[f];
-        let (Some(src), Some(dst)) = (self.hosts[spec.src].flow_log(f), self.hosts[spec.dst].flow_log(f)) else {
+        let (Some(src), Some(dst)) = (
+            self.hosts[spec.src].flow_log(f),
+            self.hosts[spec.dst].flow_log(f),
+        ) else {
             return false;
         };
         let sends_done = src.send.len() >= spec.msgs.len();
-        let failed = src.send.iter().any(|l| l.wc.status != metaroce_proto::WcStatus::Success);
+        let failed = src
+            .send
+            .iter()
+            .any(|l| l.wc.status != metaroce_proto::WcStatus::Success);
         let recvs = spec.msgs.iter().filter(|m| m.op.consumes_recv()).count();
         sends_done && (failed || dst.recv.len() >= recvs)
     }
@@ -370,7 +429,10 @@ impl World {
     /// The logs of flow `f` at its source and destination.
     pub fn flow_logs(&self, f: usize) -> (Option<&FlowLog>, Option<&FlowLog>) {
         let spec = &self.flows[f];
-        (self.hosts[spec.src].flow_log(f), self.hosts[spec.dst].flow_log(f))
+        (
+            self.hosts[spec.src].flow_log(f),
+            self.hosts[spec.dst].flow_log(f),
+        )
     }
 
     /// Checks every flow (see [`check_flow`]).

@@ -31,7 +31,16 @@ fn loss_sweep_many_seeds() {
         for (loss, seeds) in [(0.001, 6), (0.01, 12), (0.05, 12), (0.20, 6)] {
             for paths in [1, 8] {
                 for seed in 0..seeds {
-                    run_pair(paths, Faults { loss, ..Default::default() }, 100 + seed, 24, 48 << 10);
+                    run_pair(
+                        paths,
+                        Faults {
+                            loss,
+                            ..Default::default()
+                        },
+                        100 + seed,
+                        24,
+                        48 << 10,
+                    );
                 }
             }
         }
@@ -44,7 +53,10 @@ fn heavy_reordering() {
     with_stack(|| {
         for seed in 0..6 {
             // Up to 20 us of jitter per hop: far more than the 8 us base RTT.
-            let f = Faults { jitter_ns: 20 * US, ..Default::default() };
+            let f = Faults {
+                jitter_ns: 20 * US,
+                ..Default::default()
+            };
             run_pair(8, f, 200 + seed, 24, 48 << 10);
             run_pair(1, f, 300 + seed, 12, 48 << 10);
         }
@@ -56,7 +68,11 @@ fn heavy_reordering() {
 fn duplication_and_corruption() {
     with_stack(|| {
         for seed in 0..6 {
-            let f = Faults { dup: 0.05, corrupt: 0.05, ..Default::default() };
+            let f = Faults {
+                dup: 0.05,
+                corrupt: 0.05,
+                ..Default::default()
+            };
             run_pair(8, f, 400 + seed, 24, 48 << 10);
             run_pair(1, f, 500 + seed, 12, 48 << 10);
         }
@@ -67,8 +83,20 @@ fn duplication_and_corruption() {
 fn all_faults_together() {
     with_stack(|| {
         for seed in 0..16 {
-            let f = Faults { loss: 0.03, dup: 0.02, corrupt: 0.02, jitter_ns: 10 * US, ..Default::default() };
-            run_pair(if seed % 2 == 0 { 8 } else { 3 }, f, 600 + seed, 24, 48 << 10);
+            let f = Faults {
+                loss: 0.03,
+                dup: 0.02,
+                corrupt: 0.02,
+                jitter_ns: 10 * US,
+                ..Default::default()
+            };
+            run_pair(
+                if seed % 2 == 0 { 8 } else { 3 },
+                f,
+                600 + seed,
+                24,
+                48 << 10,
+            );
         }
     })
 }
@@ -89,7 +117,13 @@ fn random_configurations() {
                 jitter_ns: [0, 2 * US, 10 * US][r.below(3) as usize],
                 stall: [(0, 0), (0, 0), (MS, 300 * US)][r.below(3) as usize],
             };
-            run_pair(paths, f, 1500 + seed, 8 + r.below(24) as usize, 1 + r.below(96 << 10) as u32);
+            run_pair(
+                paths,
+                f,
+                1500 + seed,
+                8 + r.below(24) as usize,
+                1 + r.below(96 << 10) as u32,
+            );
         }
     })
 }
@@ -100,7 +134,10 @@ fn corruption_without_checksum_never_panics() {
     // validate, never panic, and the run must end (bytes may then differ).
     with_stack(|| {
         for seed in 0..4 {
-            let f = Faults { corrupt: 0.05, ..Default::default() };
+            let f = Faults {
+                corrupt: 0.05,
+                ..Default::default()
+            };
             let mut t = Transport::meta(8);
             if let Transport::Meta(h) = &mut t {
                 h.verify_checksum = false;
@@ -120,12 +157,20 @@ fn stalls_longer_than_the_rto_are_undone() {
     // undone, mostly after the data was sent again.
     with_stack(|| {
         for seed in 0..4 {
-            let f = Faults { stall: (MS, 300 * US), ..Default::default() };
+            let f = Faults {
+                stall: (MS, 300 * US),
+                ..Default::default()
+            };
             let w = run_pair(8, f, 1600 + seed, 400, 64 << 10);
             let (timeouts, spurious) =
-                w.hosts.iter().map(|h| h.stats()).fold((0, 0), |(t, s), h| (t + h.timeouts, s + h.spurious_timeouts));
+                w.hosts.iter().map(|h| h.stats()).fold((0, 0), |(t, s), h| {
+                    (t + h.timeouts, s + h.spurious_timeouts)
+                });
             assert!(timeouts > 0, "seed {seed}: the stalls caused no timeout");
-            assert!(spurious * 10 >= timeouts * 9, "seed {seed}: {spurious} of {timeouts} timeouts undone");
+            assert!(
+                spurious * 10 >= timeouts * 9,
+                "seed {seed}: {spurious} of {timeouts} timeouts undone"
+            );
         }
     })
 }
@@ -139,7 +184,11 @@ fn blackholed_path_mid_transfer() {
             w.add_flow(FlowSpec::writes(0, 1, 48, 64 << 10, true));
             w.add_flow(FlowSpec::writes(1, 0, 8, 64 << 10, true));
             // A path that carries traffic (ECMP decides which ports land on it).
-            w.schedule_fault(PathFault { path: seed as usize % 8, down_at: 30 * US, up_at: None });
+            w.schedule_fault(PathFault {
+                path: seed as usize % 8,
+                down_at: 30 * US,
+                up_at: None,
+            });
             drive_ok(&mut w, &format!("blackhole seed {seed}"));
         }
     })
@@ -152,7 +201,11 @@ fn blackhole_then_recovery() {
             let mut w = build_world(pair_network(8), Transport::meta(8), 900 + seed);
             w.add_flow(FlowSpec::writes(0, 1, 48, 64 << 10, true));
             for k in 0..4 {
-                w.schedule_fault(PathFault { path: k, down_at: 20 * US, up_at: Some(400 * US) });
+                w.schedule_fault(PathFault {
+                    path: k,
+                    down_at: 20 * US,
+                    up_at: Some(400 * US),
+                });
             }
             drive_ok(&mut w, &format!("blackhole+recovery seed {seed}"));
         }
@@ -167,7 +220,11 @@ fn single_path_outage_recovers() {
     with_stack(|| {
         let mut w = build_world(pair_network(1), Transport::meta(1), 1000);
         w.add_flow(FlowSpec::writes(0, 1, 16, 64 << 10, true));
-        w.schedule_fault(PathFault { path: 0, down_at: 20 * US, up_at: Some(3 * MS) });
+        w.schedule_fault(PathFault {
+            path: 0,
+            down_at: 20 * US,
+            up_at: Some(3 * MS),
+        });
         drive_ok(&mut w, "single path outage");
     })
 }
@@ -181,13 +238,23 @@ fn dead_network_fails_with_retry_exceeded_not_livelock() {
         let mut w = build_world(pair_network(2), Transport::meta(2), 1100);
         w.add_flow(FlowSpec::writes(0, 1, 4, 64 << 10, true));
         for k in 0..2 {
-            w.schedule_fault(PathFault { path: k, down_at: 0, up_at: None });
+            w.schedule_fault(PathFault {
+                path: k,
+                down_at: 0,
+                up_at: None,
+            });
         }
         let r = w.drive(limits());
         let (src, _) = w.flow_logs(0);
-        let statuses: Vec<_> = src.map(|l| l.send.iter().map(|c| c.wc.status).collect()).unwrap_or_default();
+        let statuses: Vec<_> = src
+            .map(|l| l.send.iter().map(|c| c.wc.status).collect())
+            .unwrap_or_default();
         assert!(r.is_ok(), "drive: {r:?}, completions {statuses:?}");
-        assert_eq!(statuses.first(), Some(&metaroce_proto::WcStatus::RetryExcErr), "{statuses:?}");
+        assert_eq!(
+            statuses.first(),
+            Some(&metaroce_proto::WcStatus::RetryExcErr),
+            "{statuses:?}"
+        );
         assert_eq!(statuses.len(), 4);
     })
 }
@@ -197,7 +264,10 @@ fn dead_network_fails_with_retry_exceeded_not_livelock() {
 fn unknown_peer_ids_open_handshake_under_loss() {
     with_stack(|| {
         for seed in 0..4 {
-            let f = Faults { loss: 0.02, ..Default::default() };
+            let f = Faults {
+                loss: 0.02,
+                ..Default::default()
+            };
             let mut t = Transport::meta(4);
             if let Transport::Meta(h) = &mut t {
                 h.known_peer_ids = false;
@@ -217,7 +287,12 @@ fn unknown_peer_ids_open_handshake_under_loss() {
 fn unknown_peer_ids_simultaneous_open_with_reordering() {
     with_stack(|| {
         for seed in 0..4 {
-            let f = Faults { loss: 0.02, dup: 0.02, jitter_ns: 20 * US, ..Default::default() };
+            let f = Faults {
+                loss: 0.02,
+                dup: 0.02,
+                jitter_ns: 20 * US,
+                ..Default::default()
+            };
             let mut t = Transport::meta(4);
             if let Transport::Meta(h) = &mut t {
                 h.known_peer_ids = false;
@@ -255,7 +330,11 @@ fn incast_sixteen_to_one() {
 #[test]
 fn many_qps_on_one_connection() {
     with_stack(|| {
-        let f = Faults { loss: 0.02, jitter_ns: 5 * US, ..Default::default() };
+        let f = Faults {
+            loss: 0.02,
+            jitter_ns: 5 * US,
+            ..Default::default()
+        };
         let mut w = build_world(faulty_pair(8, f), Transport::meta(8), 1400);
         for i in 0..12 {
             let (a, b) = if i % 3 == 0 { (1, 0) } else { (0, 1) };
@@ -268,7 +347,12 @@ fn many_qps_on_one_connection() {
 #[test]
 fn deterministic_for_a_seed() {
     with_stack(|| {
-        let f = Faults { loss: 0.02, dup: 0.01, jitter_ns: 5 * US, ..Default::default() };
+        let f = Faults {
+            loss: 0.02,
+            dup: 0.01,
+            jitter_ns: 5 * US,
+            ..Default::default()
+        };
         let a = run_pair(8, f, 42, 16, 32 << 10);
         let b = run_pair(8, f, 42, 16, 32 << 10);
         assert_eq!((a.now(), a.events()), (b.now(), b.events()));

@@ -15,12 +15,36 @@ const MSG: u32 = 256 << 10;
 fn bulk_lossless_and_lossy() {
     with_stack(|| {
         for paths in [1u8, 8] {
-            let clean = scenario::bulk(Transport::meta(paths), paths as usize, 0.0, 0, BYTES, MSG, 1);
+            let clean = scenario::bulk(
+                Transport::meta(paths),
+                paths as usize,
+                0.0,
+                0,
+                BYTES,
+                MSG,
+                1,
+            );
             assert!(clean.ok(), "{clean:?}");
-            assert!(clean.goodput_gbps() > 80.0, "lossless {paths} paths: {:.1} Gb/s", clean.goodput_gbps());
-            let lossy = scenario::bulk(Transport::meta(paths), paths as usize, 0.01, 0, BYTES, MSG, 1);
+            assert!(
+                clean.goodput_gbps() > 80.0,
+                "lossless {paths} paths: {:.1} Gb/s",
+                clean.goodput_gbps()
+            );
+            let lossy = scenario::bulk(
+                Transport::meta(paths),
+                paths as usize,
+                0.01,
+                0,
+                BYTES,
+                MSG,
+                1,
+            );
             assert!(lossy.ok(), "{lossy:?}");
-            assert!(lossy.goodput_gbps() > 0.5 * clean.goodput_gbps(), "1% loss: {:.1} Gb/s", lossy.goodput_gbps());
+            assert!(
+                lossy.goodput_gbps() > 0.5 * clean.goodput_gbps(),
+                "1% loss: {:.1} Gb/s",
+                lossy.goodput_gbps()
+            );
             let gbn = scenario::bulk(Transport::gbn(), paths as usize, 0.0, 0, BYTES, MSG, 1);
             assert!(gbn.ok() && gbn.goodput_gbps() > 80.0, "{gbn:?}");
         }
@@ -46,7 +70,11 @@ fn blackhole_metaroce_recovers_gbn_fails() {
         let mut g = metaroce_sim::gbn::GbnConfig::new();
         g.rto_ns = metaroce_sim::gbn::GbnConfig::ib_timeout_ns(6);
         let b = scenario::blackhole(Transport::Gbn(g), BYTES, MSG, 3);
-        assert!(!b.faulty.ok() && b.faulty.failed_flows == 1, "{:?}", b.faulty);
+        assert!(
+            !b.faulty.ok() && b.faulty.failed_flows == 1,
+            "{:?}",
+            b.faulty
+        );
     })
 }
 

@@ -15,11 +15,11 @@
 //! receive ring: the WQE is copied out of the SRQ and kept here, by sequence, until it
 //! completes. Sends are handed over when the QP's doorbell rang ([`Bound::send_pending`]).
 
+use crate::conn::Conn;
 use crate::device::MetaRoceDriver;
 use crate::memory::check_sges;
 use core::fmt;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
-use crate::conn::Conn;
 use metaroce_proto::{
     constants::{MAX_MSG_LEN, MAX_RECV_WR, MAX_SEND_WR},
     Completion, Opcode, PostError, QpId, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
@@ -208,7 +208,11 @@ impl Bound {
         }
         let i = (seq % MAX_SEND_WR as u64) as usize;
         if self.send_slots.get(i).is_some_and(|s| s.sge.is_some()) {
-            let sge = self.send_slots.get(i).and_then(|s| s.sge.as_ref()).ok_or(EINVAL)?;
+            let sge = self
+                .send_slots
+                .get(i)
+                .and_then(|s| s.sge.as_ref())
+                .ok_or(EINVAL)?;
             return Ok(LocalBuffer::Sges(core::slice::from_ref(sge)));
         }
         Ok(match &self.send_wqe(seq)?.payload {
@@ -239,7 +243,10 @@ impl Bound {
                 return Err(EINVAL);
             }
             let slot = self.shared.get((seq % MAX_RECV_WR as u64) as usize);
-            return slot.and_then(Option::as_ref).and_then(|w| w.sges.as_ref()).ok_or(EINVAL);
+            return slot
+                .and_then(Option::as_ref)
+                .and_then(|w| w.sges.as_ref())
+                .ok_or(EINVAL);
         }
         let cache = &mut *self.recv_cache;
         if cache.0 != Some(seq) {
@@ -279,7 +286,9 @@ impl Bound {
                 // Parsed into the cache: the message's data is placed next.
                 let cache = &mut *self.recv_cache;
                 cache.0 = None;
-                let (wr_id, fits) = self.qp.rq_peek_into((seq - self.rq_done) as u32, &mut cache.1)?;
+                let (wr_id, fits) = self
+                    .qp
+                    .rq_peek_into((seq - self.rq_done) as u32, &mut cache.1)?;
                 *self.recv_ids.get_mut(i)? = wr_id;
                 if fits {
                     cache.0 = Some(seq);
@@ -312,12 +321,18 @@ impl Bound {
                     Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         let sge = match &w.payload {
-                            Payload::Sges(list) if list.as_slice().len() == 1 => list.as_slice().first().copied(),
+                            Payload::Sges(list) if list.as_slice().len() == 1 => {
+                                list.as_slice().first().copied()
+                            }
                             _ => None,
                         };
                         let wr_id = w.wr_id;
                         if let Some(slot) = self.send_slots.get_mut(i) {
-                            *slot = SendSlot { wr_id, signaled, sge };
+                            *slot = SendSlot {
+                                wr_id,
+                                signaled,
+                                sge,
+                            };
                         }
                         self.send_cache.0 = Some(self.sq_seq);
                         self.sq_seq += 1;
@@ -335,7 +350,10 @@ impl Bound {
                 break;
             }
             let (wr_id, opcode) = match &peeked {
-                Ok(()) => (self.send_cache.1.wr_id, self.send_cache.1.opcode.wc_opcode()),
+                Ok(()) => (
+                    self.send_cache.1.wr_id,
+                    self.send_cache.1.opcode.wc_opcode(),
+                ),
                 Err(b) => (b.wr_id, WcOpcode::Send),
             };
             let wc = WorkCompletion {
@@ -355,7 +373,12 @@ impl Bound {
     }
 
     /// Hands `w` to the core; returns whether its completion is signaled.
-    fn post(&self, dev: &Device<MetaRoceDriver>, conn: &mut Conn, w: &SendWqe) -> Result<bool, Refused> {
+    fn post(
+        &self,
+        dev: &Device<MetaRoceDriver>,
+        conn: &mut Conn,
+        w: &SendWqe,
+    ) -> Result<bool, Refused> {
         let opcode = core_opcode(w.opcode).ok_or(Refused::Fail(WcStatus::LocQpOpErr))?;
         if w.length > u64::from(MAX_MSG_LEN) {
             return Err(Refused::Fail(WcStatus::LocLenErr));

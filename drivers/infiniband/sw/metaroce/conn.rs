@@ -44,8 +44,8 @@ use metaroce_proto::{
     cc::Aimd,
     constants::{MIN_TRANSMIT_BUF, UDP_PORT},
     wire::{Control, ControlCode, Flags, Header, PacketRepr, PacketType},
-    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, PostError, QpId, QpSlot, QpStore,
-    ResponderError, Stats, Transmit,
+    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, PostError, QpId,
+    QpSlot, QpStore, ResponderError, Stats, Transmit,
 };
 use rdma::{
     device::{Device, Registry},
@@ -258,7 +258,12 @@ impl ConnCtx {
     ) -> Result<Arc<Self>> {
         let epoch = rdma::clock::local_ns();
         let conn = KBox::init(
-            Connection::init_aimd_with(cfg, QpSlots::default(), CoreInstant::ZERO, rdma::random::u64()),
+            Connection::init_aimd_with(
+                cfg,
+                QpSlots::default(),
+                CoreInstant::ZERO,
+                rdma::random::u64(),
+            ),
             GFP_KERNEL_ACCOUNT,
         )?;
         let qps = KVec::new();
@@ -339,7 +344,8 @@ impl ConnCtx {
     pub(crate) fn kick(self: &Arc<Self>) {
         let queue = workqueue::system_bh_highpri();
         let busy = || self.in_stream.load(Relaxed) && rdma::work::cpu_runs_user_task();
-        let home = CpuId::from_u32(self.app_cpu.load(Relaxed)).or_else(|| busy().then(CpuId::current));
+        let home =
+            CpuId::from_u32(self.app_cpu.load(Relaxed)).or_else(|| busy().then(CpuId::current));
         let _ = match home {
             Some(cpu) => rdma::work::enqueue_after::<Arc<Self>, 0>(queue, cpu, self.clone()),
             None => queue.enqueue::<Arc<Self>, 0>(self.clone()),
@@ -422,7 +428,12 @@ impl ConnCtx {
             self.is_closed(),
             st.probe.map(|p| p.sent),
         )?;
-        writeln!(f, "  core: in flight {} B, {}", st.conn.bytes_in_flight(), st.conn.debug_state())?;
+        writeln!(
+            f,
+            "  core: in flight {} B, {}",
+            st.conn.bytes_in_flight(),
+            st.conn.debug_state()
+        )?;
         for b in st.qps.iter().flatten() {
             b.write_state(f)?;
             writeln!(f)?;
@@ -435,10 +446,16 @@ impl ConnCtx {
     pub(crate) fn write_resource(&self, id: QpId, attrs: &mut ResourceAttrs<'_>) -> Result {
         let (peer, rings, stats) = {
             let st = self.state.lock();
-            let rings = st.qps.get(id.index()).and_then(Option::as_ref).map(Bound::ring_counts);
+            let rings = st
+                .qps
+                .get(id.index())
+                .and_then(Option::as_ref)
+                .map(Bound::ring_counts);
             (st.conn.peer_conn_id(), rings, *st.conn.stats())
         };
-        let Some([sq_posted, sq_done, rq_posted, rq_done]) = rings else { return Ok(()) };
+        let Some([sq_posted, sq_done, rq_posted, rq_done]) = rings else {
+            return Ok(());
+        };
         attrs.u32_hex(c"conn", self.local_id)?;
         attrs.u32_hex(c"peer_conn", peer)?;
         attrs.u32(c"stream", id.index() as u32)?;
@@ -456,7 +473,11 @@ impl ConnCtx {
     pub(crate) fn stats(&self) -> (Stats, u64, u64) {
         let st = self.state.lock();
         let c = &self.counters;
-        (*st.conn.stats(), c.inbox_drops.load(Relaxed), c.runs.load(Relaxed))
+        (
+            *st.conn.stats(),
+            c.inbox_drops.load(Relaxed),
+            c.runs.load(Relaxed),
+        )
     }
 
     /// Takes a received datagram (softirq context); `awaited` if its sender waits on
@@ -591,7 +612,12 @@ impl ConnCtx {
     /// `rnr_retry` and `retry_cnt`; the last QP to enter RTS sets the connection's
     /// retransmission timer), and from RTR its send PSN. From SQD (with limits the
     /// user may have changed there) or RTS, its streams go on where they are.
-    pub(crate) fn ready_to_send(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId, from_rtr: bool) {
+    pub(crate) fn ready_to_send(
+        self: &Arc<Self>,
+        dev: &Device<MetaRoceDriver>,
+        id: QpId,
+        from_rtr: bool,
+    ) {
         let mut st = self.state.lock();
         let attrs = match st.qps.get(id.index()).and_then(Option::as_ref) {
             Some(b) => b.qp.attributes(),
@@ -607,7 +633,8 @@ impl ConnCtx {
         // each other rather than never going out (rdma_rxe stalls such a QP).
         let _ = st.conn.set_max_rd_atomic(id, attrs.max_rd_atomic.max(1));
         let (initial, min) = crate::engine::rto_from_local_ack_timeout(attrs.timeout);
-        st.conn.set_retransmission(attrs.retry_cnt.max(1), initial, min);
+        st.conn
+            .set_retransmission(attrs.retry_cnt.max(1), initial, min);
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.access = access;
             b.send_pending = true;
@@ -697,7 +724,11 @@ impl ConnCtx {
         for d in rx.iter() {
             let ce = d.info().ecn == Ecn::Ce;
             let paged = u32::try_from(d.paged_len()).unwrap_or(u32::MAX);
-            let mut mem = QpMemory { dev, qps, rx: Some(d.skb()) };
+            let mut mem = QpMemory {
+                dev,
+                qps,
+                rx: Some(d.skb()),
+            };
             let r = conn.handle_datagram_split(now, ce, d.payload(), paged, &mut mem);
             if let Some(p) = trace::packet(id, d.payload(), d.payload().len() + d.paged_len()) {
                 rdma::trace::packet_rx(&p, ce, trace::verdict(&r));
@@ -708,7 +739,13 @@ impl ConnCtx {
             conn.handle_timeout(now);
         }
         self.watch_peer(dev, now, st);
-        let ConnState { conn, qps, buf, routes, .. } = st;
+        let ConnState {
+            conn,
+            qps,
+            buf,
+            routes,
+            ..
+        } = st;
         // Completions first: the core frees a send slot only when it hands out the
         // work request's completion, so new WQEs taken before that would find a core
         // that the ACKs just emptied still full, and wait for a run that nothing
@@ -719,7 +756,8 @@ impl ConnCtx {
         }
         self.drain_events(dev, conn, qps);
         let sent = self.transmit(dev, &self.ndev, now, conn, qps, buf, routes);
-        self.in_stream.store(received + sent >= STREAM_BATCH, Relaxed);
+        self.in_stream
+            .store(received + sent >= STREAM_BATCH, Relaxed);
         self.drain_events(dev, conn, qps);
         for b in qps.iter_mut().flatten() {
             b.flush_rest();
@@ -736,7 +774,12 @@ impl ConnCtx {
     /// [`PROBE_INTERVAL_NS`] apart (while nothing else came from it either) is gone,
     /// and the connection closes: its QPs are flushed and a CLOSE goes out (spec
     /// [MR-CONN-14]).
-    fn watch_peer(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, now: CoreInstant, st: &mut ConnState) {
+    fn watch_peer(
+        self: &Arc<Self>,
+        dev: &Device<MetaRoceDriver>,
+        now: CoreInstant,
+        st: &mut ConnState,
+    ) {
         let s = st.conn.stats();
         let valid = s.rx_packets.saturating_sub(s.rx_dropped);
         let heard = valid != st.valid_rx;
@@ -764,11 +807,17 @@ impl ConnCtx {
                 self.closed.store(true, Relaxed);
                 stats.conns_peer_gone.fetch_add(1, Relaxed);
             } else if now >= p.next_at {
-                st.probe = Some(Probe { sent: p.sent + 1, next_at: now.add_nanos(PROBE_INTERVAL_NS) });
+                st.probe = Some(Probe {
+                    sent: p.sent + 1,
+                    next_at: now.add_nanos(PROBE_INTERVAL_NS),
+                });
                 self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
             }
         } else if asked && !heard {
-            st.probe = Some(Probe { sent: 1, next_at: now.add_nanos(PROBE_INTERVAL_NS) });
+            st.probe = Some(Probe {
+                sent: 1,
+                next_at: now.add_nanos(PROBE_INTERVAL_NS),
+            });
             stats.conn_probes.fetch_add(1, Relaxed);
             self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
         }
@@ -777,7 +826,13 @@ impl ConnCtx {
 
     /// Sends a CONTROL `OPEN` to the peer's connection id (spec [MR-CONN-8]: a live
     /// peer answers with an ACK) on path 0.
-    fn send_probe(&self, dev: &Device<MetaRoceDriver>, conn: &Conn, buf: &mut [u8], routes: &mut [RouteCache]) {
+    fn send_probe(
+        &self,
+        dev: &Device<MetaRoceDriver>,
+        conn: &Conn,
+        buf: &mut [u8],
+        routes: &mut [RouteCache],
+    ) {
         let net = dev.data().net();
         let header = Header {
             ty: PacketType::Control as u8,
@@ -787,7 +842,11 @@ impl ConnCtx {
             src_conn: self.local_id,
             psn: 0,
         };
-        let control = Control { code: ControlCode::Open, path: 0, value: 0 };
+        let control = Control {
+            code: ControlCode::Open,
+            path: 0,
+            value: 0,
+        };
         let Ok(len) = (PacketRepr::Control { header, control }).emit(buf) else {
             return;
         };
@@ -816,7 +875,12 @@ impl ConnCtx {
         net.count_tx(sent, len);
     }
 
-    fn drain_events(&self, dev: &Device<MetaRoceDriver>, conn: &mut Conn, qps: &mut [Option<Bound>]) {
+    fn drain_events(
+        &self,
+        dev: &Device<MetaRoceDriver>,
+        conn: &mut Conn,
+        qps: &mut [Option<Bound>],
+    ) {
         let id = conn.config().local_conn_id;
         while let Some(ev) = conn.poll_event() {
             match ev {
@@ -827,7 +891,11 @@ impl ConnCtx {
                 }
                 Event::QpError { qp, status } => {
                     if let Some(b) = qps.get_mut(qp.index()).and_then(Option::as_mut) {
-                        rdma::trace::qp_error(id, b.qp.qpn(), crate::bound::wc_status(status) as u32);
+                        rdma::trace::qp_error(
+                            id,
+                            b.qp.qpn(),
+                            crate::bound::wc_status(status) as u32,
+                        );
                         b.qp.set_error();
                         b.failed = true;
                     }
@@ -844,7 +912,12 @@ impl ConnCtx {
                 // transmission); the device forgets the connection.
                 Event::Closed { .. } => {
                     if !self.closed.xchg(true, Relaxed) {
-                        dev.data().net().engine().stats.conns_peer_closed.fetch_add(1, Relaxed);
+                        dev.data()
+                            .net()
+                            .engine()
+                            .stats
+                            .conns_peer_closed
+                            .fetch_add(1, Relaxed);
                     }
                 }
                 Event::PathRetired { path, new_port } => {
@@ -871,7 +944,9 @@ impl ConnCtx {
         let mut count = 0;
         loop {
             let retransmits = conn.stats().tx_retransmits;
-            let Some(t) = conn.poll_transmit(now, buf) else { break };
+            let Some(t) = conn.poll_transmit(now, buf) else {
+                break;
+            };
             // A packet that cannot be built (no memory, or its local buffer went away
             // with a deregistered MR) is not sent and counts as `tx_errors`: nothing
             // goes out that is not the application's data, and the core retransmits
@@ -965,7 +1040,10 @@ impl ConnCtx {
         drop(st.timer.take());
         st.armed = Some(next);
         // A deadline already due gets a short delay rather than a busy loop.
-        let delta = next.as_nanos().saturating_sub(now.as_nanos()).max(MIN_TIMER_NS);
+        let delta = next
+            .as_nanos()
+            .saturating_sub(now.as_nanos())
+            .max(MIN_TIMER_NS);
         let delta = Delta::from_nanos(delta.min(i64::MAX as u64) as i64);
         st.timer = Some(self.clone().start(delta));
     }

@@ -2,8 +2,8 @@
 
 //! A MetaRoCE device: its attributes and per-device state.
 
-use crate::qp::{self, MetaRoceQp};
 use crate::net::DeviceNet;
+use crate::qp::{self, MetaRoceQp};
 use kernel::{
     prelude::*,
     sync::{
@@ -182,7 +182,11 @@ impl Driver for MetaRoceDriver {
         qp::on_destroying(dev, qp)
     }
 
-    fn qp_resource(_dev: &Device<Self>, qp: &Arc<Qp<Self>>, attrs: &mut ResourceAttrs<'_>) -> Result {
+    fn qp_resource(
+        _dev: &Device<Self>,
+        qp: &Arc<Qp<Self>>,
+        attrs: &mut ResourceAttrs<'_>,
+    ) -> Result {
         qp::resource(qp, attrs)
     }
 }

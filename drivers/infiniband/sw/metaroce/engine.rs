@@ -31,8 +31,10 @@ use kernel::{
 };
 use metaroce_proto::{
     constants::COMMON_HEADER_LEN,
-    wire::{headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader, MAX_UD_HEADER_LEN},
     limit::TokenBucket,
+    wire::{
+        headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader, MAX_UD_HEADER_LEN,
+    },
     Config, Instant, QpId, Stats,
 };
 use rdma::{
@@ -188,7 +190,11 @@ pub(crate) const ACK_DELAY_NS: u64 = 2_000_000;
 /// `ib_write_bw` spuriously. Losses are recovered from SACK well before that.
 pub(crate) fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
     const DEFAULT: u8 = 14;
-    let t = if timeout == 0 { DEFAULT } else { timeout.min(24) };
+    let t = if timeout == 0 {
+        DEFAULT
+    } else {
+        timeout.min(24)
+    };
     let ns = 4096u64 << t;
     let initial = ns.clamp(1_000_000, 1_000_000_000);
     (initial, (ns / 4).clamp(100_000, 40_000_000))
@@ -262,9 +268,14 @@ impl Engine {
     /// it. A UD datagram is made wholly linear once its header names a QP that takes
     /// it ([`crate::ud::receive`]).
     pub(crate) fn receive(&self, mut rx: Received<'_>) {
-        self.counters.count_rx(rx.info().ecn, rx.payload().len() + rx.paged_len());
+        self.counters
+            .count_rx(rx.info().ecn, rx.payload().len() + rx.paged_len());
         let linear = rx.make_linear(COMMON_HEADER_LEN).and_then(|()| {
-            let n = if UdHeader::is_ud(rx.payload()) { MAX_UD_HEADER_LEN } else { headers_len(rx.payload()) };
+            let n = if UdHeader::is_ud(rx.payload()) {
+                MAX_UD_HEADER_LEN
+            } else {
+                headers_len(rx.payload())
+            };
             rx.make_linear(n)
         });
         if linear.is_err() {
@@ -273,8 +284,15 @@ impl Engine {
             return;
         }
         if UdHeader::is_ud(rx.payload()) {
-            let delivered = self.registry.get_by_netdev(self.netdev).is_some_and(|dev| crate::ud::receive(&dev, &mut rx));
-            let counter = if delivered { &self.stats.ud_rx } else { &self.stats.ud_rx_dropped };
+            let delivered = self
+                .registry
+                .get_by_netdev(self.netdev)
+                .is_some_and(|dev| crate::ud::receive(&dev, &mut rx));
+            let counter = if delivered {
+                &self.stats.ud_rx
+            } else {
+                &self.stats.ud_rx_dropped
+            };
             counter.fetch_add(1, Relaxed);
             rx.discard();
             return;
@@ -289,13 +307,22 @@ impl Engine {
         let (found, wrong_peer) = {
             let conns = self.conns.lock();
             if h.dst_conn != 0 {
-                match conns.iter().find(|c| c.local_id == h.dst_conn && !c.is_closed()) {
+                match conns
+                    .iter()
+                    .find(|c| c.local_id == h.dst_conn && !c.is_closed())
+                {
                     Some(c) if c.peer == peer => (Some(c.clone()), false),
                     Some(_) => (None, true),
                     None => (None, false),
                 }
             } else {
-                (conns.iter().find(|c| c.peer == peer && !c.is_closed()).cloned(), false)
+                (
+                    conns
+                        .iter()
+                        .find(|c| c.peer == peer && !c.is_closed())
+                        .cloned(),
+                    false,
+                )
             }
         };
         if wrong_peer {
@@ -307,7 +334,11 @@ impl Engine {
             // Spec [MR-CONN-14]: the peer opens a connection with a new id while ours
             // knows another one: it may have restarted. The connection asks it.
             let id = c.peer_id();
-            if h.flags.has(Flags::OPEN) && id != 0 && h.src_conn != id && !Self::is_close(&h, rx.payload()) {
+            if h.flags.has(Flags::OPEN)
+                && id != 0
+                && h.src_conn != id
+                && !Self::is_close(&h, rx.payload())
+            {
                 c.probe_peer();
             }
             // Spec [MR-CONN-13]: the core would refuse it; it takes no inbox slot.
@@ -327,7 +358,12 @@ impl Engine {
                 return;
             }
             // Spec [MR-SEC-8]: unauthenticated datagrams within the device's budget.
-            if h.dst_conn == 0 && !self.open_budget.lock().take(Instant::from_nanos(rdma::clock::local_ns())) {
+            if h.dst_conn == 0
+                && !self
+                    .open_budget
+                    .lock()
+                    .take(Instant::from_nanos(rdma::clock::local_ns()))
+            {
                 self.stats.rx_open_limited.fetch_add(1, Relaxed);
                 rx.discard();
                 return;
@@ -345,7 +381,8 @@ impl Engine {
     /// Whether the datagram whose header is `h` is a CLOSE (of a connection that has
     /// gone, or goes: no sign of a restart).
     fn is_close(h: &Header, datagram: &[u8]) -> bool {
-        h.ty == PacketType::Control as u8 && Control::parse(datagram).is_ok_and(|c| c.code == ControlCode::Close)
+        h.ty == PacketType::Control as u8
+            && Control::parse(datagram).is_ok_and(|c| c.code == ControlCode::Close)
     }
 
     /// A random connection id that no connection of this device uses: ids are
@@ -396,7 +433,12 @@ impl Engine {
         peer: IpAddr,
     ) -> Result<Binding> {
         let av = attrs.av.ok_or(EINVAL)?;
-        let existing = self.conns.lock().iter().find(|c| c.peer == peer && !c.is_closed()).cloned();
+        let existing = self
+            .conns
+            .lock()
+            .iter()
+            .find(|c| c.peer == peer && !c.is_closed())
+            .cloned();
         let existing = existing.filter(|c| {
             c.peer_id() == 0 || c.quiet_ns() < crate::conn::QUIET_NS || !c.probe_and_wait(dev)
         });
@@ -423,7 +465,14 @@ impl Engine {
                 cfg.rnr_retry = 7;
                 cfg.ack_every = ACK_EVERY;
                 cfg.ack_delay_ns = ACK_DELAY_NS;
-                let c = ConnCtx::new(self.registry.clone(), self.ndev.clone(), id, ip(av.src), peer, cfg)?;
+                let c = ConnCtx::new(
+                    self.registry.clone(),
+                    self.ndev.clone(),
+                    id,
+                    ip(av.src),
+                    peer,
+                    cfg,
+                )?;
                 self.conns.lock().push(c.clone(), GFP_ATOMIC)?;
                 self.stats.conns_opened.fetch_add(1, Relaxed);
                 (c, true)
@@ -482,7 +531,12 @@ impl Engine {
         };
         conn.shutdown();
         let (stats, drops, runs) = conn.stats();
-        for (t, v) in self.stats.retired.iter().zip(transport_values(&stats, drops, runs)) {
+        for (t, v) in self
+            .stats
+            .retired
+            .iter()
+            .zip(transport_values(&stats, drops, runs))
+        {
             t.fetch_add(v, Relaxed);
         }
         drop(removed);

@@ -28,7 +28,10 @@ impl NewLink {
 impl LinkOps for NewLink {
     fn newlink(&self, name: &CStr, netdev: &NetDevice) -> Result {
         if netdev.is_vlan() {
-            pr_err!("{:?}: create the device on the real netdev, not a VLAN\n", netdev.name());
+            pr_err!(
+                "{:?}: create the device on the real netdev, not a VLAN\n",
+                netdev.name()
+            );
             return Err(EPERM);
         }
         if self.registry.get_by_netdev(netdev.id()).is_some() {
@@ -41,10 +44,26 @@ impl LinkOps for NewLink {
             return Err(EEXIST);
         }
         let net = DeviceNet::new(&self.net, &self.registry, netdev, name).inspect_err(|e| {
-            pr_err!("{:?}: opening UDP port {} failed: {:?}\n", name, metaroce_proto::constants::UDP_PORT, e);
+            pr_err!(
+                "{:?}: opening UDP port {} failed: {:?}\n",
+                name,
+                metaroce_proto::constants::UDP_PORT,
+                e
+            );
         })?;
-        Device::register(&self.registry, netdev, name, MetaRoceDevice::new(netdev, net)).inspect_err(|e| {
-            pr_err!("creating {:?} on {:?} failed: {:?}\n", name, netdev.name(), e);
+        Device::register(
+            &self.registry,
+            netdev,
+            name,
+            MetaRoceDevice::new(netdev, net),
+        )
+        .inspect_err(|e| {
+            pr_err!(
+                "creating {:?} on {:?} failed: {:?}\n",
+                name,
+                netdev.name(),
+                e
+            );
         })
     }
 }

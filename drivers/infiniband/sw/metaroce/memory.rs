@@ -34,7 +34,11 @@ pub(crate) struct QpMemory<'a> {
 #[derive(Clone, Copy)]
 pub(crate) enum Source<'a> {
     Bytes(&'a [u8]),
-    Skb { skb: &'a SkBuff, offset: usize, len: usize },
+    Skb {
+        skb: &'a SkBuff,
+        offset: usize,
+        len: usize,
+    },
 }
 
 impl Source<'_> {
@@ -48,7 +52,11 @@ impl Source<'_> {
     /// Copies bytes `[from, from + n)` of the source into `mr` at `va`.
     fn write_to(&self, mr: &Mr, va: u64, from: usize, n: usize) -> Result {
         match *self {
-            Source::Bytes(b) => mr.write(va, b.get(from..from.checked_add(n).ok_or(EINVAL)?).ok_or(EINVAL)?),
+            Source::Bytes(b) => mr.write(
+                va,
+                b.get(from..from.checked_add(n).ok_or(EINVAL)?)
+                    .ok_or(EINVAL)?,
+            ),
             Source::Skb { skb, offset, len } => {
                 if from.checked_add(n).is_none_or(|end| end > len) {
                     return Err(EINVAL);
@@ -81,13 +89,24 @@ fn bound(qps: &mut [Option<Bound>], qp: QpId) -> Result<&mut Bound, MemError> {
 }
 
 /// Copies `data` into the scatter list `sges` from byte `offset` of the list on.
-pub(crate) fn scatter(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, data: &[u8]) -> Result {
+pub(crate) fn scatter(
+    dev: &Device<MetaRoceDriver>,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u64,
+    data: &[u8],
+) -> Result {
     scatter_from(dev, pd, sges, offset, Source::Bytes(data))
 }
 
 /// Calls `f(sge, address, position, count)` for each piece of bytes `offset..offset +
 /// len` of the scatter list `sges`, in order; `EMSGSIZE` when the list is shorter.
-fn walk_sges(sges: &[Sge], offset: u64, len: usize, mut f: impl FnMut(&Sge, u64, usize, usize) -> Result) -> Result {
+fn walk_sges(
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+    mut f: impl FnMut(&Sge, u64, usize, usize) -> Result,
+) -> Result {
     let mut skip = offset;
     let mut pos = 0;
     for sge in sges {
@@ -114,11 +133,19 @@ fn walk_sges(sges: &[Sge], offset: u64, len: usize, mut f: impl FnMut(&Sge, u64,
 
 /// Copies the bytes of `src` into the scatter list `sges` from byte `offset` of the
 /// list on.
-pub(crate) fn scatter_from(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, src: Source<'_>) -> Result {
+pub(crate) fn scatter_from(
+    dev: &Device<MetaRoceDriver>,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u64,
+    src: Source<'_>,
+) -> Result {
     walk_sges(sges, offset, src.len(), |sge, va, pos, n| {
         dev.objects()
             .mrs
-            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| src.write_to(mr, va, pos, n))
+            .with_mr(sge.lkey, pd, Access::LOCAL_WRITE, |mr| {
+                src.write_to(mr, va, pos, n)
+            })
     })
 }
 
@@ -140,7 +167,12 @@ pub(crate) fn gather(
 
 /// Checks that every SGE of a local buffer names an MR of `pd` with `access` and lies
 /// inside it: the local protection check at post time.
-pub(crate) fn check_sges(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], access: Access) -> Result {
+pub(crate) fn check_sges(
+    dev: &Device<MetaRoceDriver>,
+    pd: PdId,
+    sges: &[Sge],
+    access: Access,
+) -> Result {
     for sge in sges.iter().filter(|s| s.length > 0) {
         dev.objects().mrs.with_mr(sge.lkey, pd, access, |mr| {
             mr.offset_of(sge.addr, u64::from(sge.length)).map(|_| ())
@@ -157,7 +189,9 @@ pub(crate) fn gather_payload(
     out: &mut [u8],
 ) -> Result {
     match *payload {
-        Payload::Wr { qp, wr_id, offset, .. } => {
+        Payload::Wr {
+            qp, wr_id, offset, ..
+        } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
             let pd = b.qp.pd();
             match b.send_buffer(wr_id)? {
@@ -181,11 +215,20 @@ pub(crate) fn gather_payload(
 
 /// Appends `len` bytes of the scatter list `sges`, from byte `offset` of the list on,
 /// to `skb` as fragments of the regions' pages (no copy).
-fn attach(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u64, len: usize, skb: &mut SkBuff) -> Result {
+fn attach(
+    dev: &Device<MetaRoceDriver>,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+    skb: &mut SkBuff,
+) -> Result {
     walk_sges(sges, offset, len, |sge, va, _, n| {
         dev.objects()
             .mrs
-            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| mr.attach_to(va, n, skb))
+            .with_mr(sge.lkey, pd, Access::LOCAL_READ, |mr| {
+                mr.attach_to(va, n, skb)
+            })
     })
 }
 
@@ -199,7 +242,12 @@ pub(crate) fn attach_payload(
     skb: &mut SkBuff,
 ) -> Result {
     match *payload {
-        Payload::Wr { qp, wr_id, offset, len } => {
+        Payload::Wr {
+            qp,
+            wr_id,
+            offset,
+            len,
+        } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
             let pd = b.qp.pd();
             match b.send_buffer(wr_id)? {
@@ -208,14 +256,20 @@ pub(crate) fn attach_payload(
                     let end = start.checked_add(len as usize).ok_or(EINVAL)?;
                     skb.append(data.get(start..end).ok_or(EINVAL)?)
                 }
-                LocalBuffer::Sges(sges) => attach(dev, pd, sges, u64::from(offset), len as usize, skb),
+                LocalBuffer::Sges(sges) => {
+                    attach(dev, pd, sges, u64::from(offset), len as usize, skb)
+                }
             }
         }
-        Payload::Mr { qp, rkey, va, len, .. } => {
+        Payload::Mr {
+            qp, rkey, va, len, ..
+        } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
             dev.objects()
                 .mrs
-                .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| mr.attach_to(va, len as usize, skb))
+                .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| {
+                    mr.attach_to(va, len as usize, skb)
+                })
         }
     }
 }
@@ -223,7 +277,12 @@ pub(crate) fn attach_payload(
 impl QpMemory<'_> {
     /// Places the bytes of `parts`, one after the other, at `dest`; the range of a
     /// remote write is validated as a whole before any byte lands.
-    fn place_sources(&mut self, qp: QpId, dest: Dest, parts: [Source<'_>; 2]) -> Result<(), MemError> {
+    fn place_sources(
+        &mut self,
+        qp: QpId,
+        dest: Dest,
+        parts: [Source<'_>; 2],
+    ) -> Result<(), MemError> {
         let dev = self.dev;
         let b = bound(self.qps, qp)?;
         let pd = b.qp.pd();
@@ -250,10 +309,12 @@ impl QpMemory<'_> {
             Dest::Recv { wr_id, offset } => {
                 b.request_arrived();
                 let sges = b.recv_sges(wr_id).map_err(|_| MemError::Operation)?;
-                place_list(dev, pd, sges.as_slice(), offset, &parts).map_err(|_| MemError::Operation)
+                place_list(dev, pd, sges.as_slice(), offset, &parts)
+                    .map_err(|_| MemError::Operation)
             }
             Dest::Local { wr_id, offset } => {
-                let LocalBuffer::Sges(sges) = b.send_buffer(wr_id).map_err(|_| MemError::Access)? else {
+                let LocalBuffer::Sges(sges) = b.send_buffer(wr_id).map_err(|_| MemError::Access)?
+                else {
                     return Err(MemError::Access);
                 };
                 place_list(dev, pd, sges, offset, &parts).map_err(|_| MemError::Access)
@@ -263,7 +324,13 @@ impl QpMemory<'_> {
 }
 
 /// Scatters `parts`, one after the other, into `sges` from byte `offset` on.
-fn place_list(dev: &Device<MetaRoceDriver>, pd: PdId, sges: &[Sge], offset: u32, parts: &[Source<'_>]) -> Result {
+fn place_list(
+    dev: &Device<MetaRoceDriver>,
+    pd: PdId,
+    sges: &[Sge],
+    offset: u32,
+    parts: &[Source<'_>],
+) -> Result {
     let mut at = u64::from(offset);
     for p in parts.iter().filter(|p| p.len() > 0) {
         scatter_from(dev, pd, sges, at, *p)?;
@@ -318,7 +385,9 @@ impl Memory for QpMemory<'_> {
         self.dev
             .objects()
             .mrs
-            .with_mr(rkey, b.qp.pd(), Access::REMOTE_ATOMIC, |mr| mr.atomic(va, op))
+            .with_mr(rkey, b.qp.pd(), Access::REMOTE_ATOMIC, |mr| {
+                mr.atomic(va, op)
+            })
             .map_err(|_| MemError::Access)
     }
 }

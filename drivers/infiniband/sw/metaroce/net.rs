@@ -182,7 +182,12 @@ impl Demux {
 impl DatagramHandler for Demux {
     fn on_datagram(&self, rx: Received<'_>) {
         let id = rx.netdev().id();
-        let engine = self.devices.lock().iter().find(|(d, _)| *d == id).map(|(_, e)| e.clone());
+        let engine = self
+            .devices
+            .lock()
+            .iter()
+            .find(|(d, _)| *d == id)
+            .map(|(_, e)| e.clone());
         match engine {
             Some(e) => e.receive(rx),
             None => rx.discard_unclaimed(),
@@ -319,7 +324,8 @@ impl DeviceNet {
             e.stats.ud_rx_dropped.load(Relaxed),
         ];
         let namespace = [ns.rx_unclaimed, ns.rx_malformed, ns.tx_no_route];
-        const _: () = assert!(HW_COUNTERS.len() == DEVICE_COUNTERS + TRANSPORT_COUNTERS + NS_COUNTERS);
+        const _: () =
+            assert!(HW_COUNTERS.len() == DEVICE_COUNTERS + TRANSPORT_COUNTERS + NS_COUNTERS);
         // `Iterator::` spelled out: pin-init's `Init::chain` applies to every type.
         let all = Iterator::chain(Iterator::chain(device.into_iter(), t), namespace);
         for (v, a) in values.iter_mut().zip(all) {

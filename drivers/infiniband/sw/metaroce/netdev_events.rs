@@ -36,7 +36,11 @@ impl NotifierHandler for NetdevEvents {
         };
         match event {
             Event::Unregister => {
-                pr_info!("{:?} is going away: removing {:?}\n", netdev.name(), dev.name());
+                pr_info!(
+                    "{:?} is going away: removing {:?}\n",
+                    netdev.name(),
+                    dev.name()
+                );
                 Registry::unregister_queued(dev);
             }
             Event::ChangeMtu => dev.data().set_netdev_mtu(netdev.mtu()),

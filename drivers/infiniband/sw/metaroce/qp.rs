@@ -37,7 +37,10 @@ impl MetaRoceQp {
         Ok(Self {
             binding: KBox::pin_init(new_spinlock!(None), GFP_KERNEL_ACCOUNT)?,
             ud_send: KBox::pin_init(new_mutex!(()), GFP_KERNEL_ACCOUNT)?,
-            ud_recv: KBox::pin_init(rdma::new_spinlock_bh!((), "metaroce_ud_recv"), GFP_KERNEL_ACCOUNT)?,
+            ud_recv: KBox::pin_init(
+                rdma::new_spinlock_bh!((), "metaroce_ud_recv"),
+                GFP_KERNEL_ACCOUNT,
+            )?,
         })
     }
 
@@ -71,7 +74,12 @@ pub(crate) fn check_modify(
             return Err(EINVAL);
         };
         // Spec [MR-SEC-9]: a new peer only within the device's connections.
-        if !dev.data().net().engine().admits(dev, crate::engine::ip(av.dst)) {
+        if !dev
+            .data()
+            .net()
+            .engine()
+            .admits(dev, crate::engine::ip(av.dst))
+        {
             return Err(ENOSPC);
         }
     }
@@ -122,7 +130,12 @@ pub(crate) fn on_modified(
                     }
                 }
                 Err(e) => {
-                    pr_warn!("{}: QP {}: no connection to its peer ({:?})\n", dev.name(), qp.qpn(), e);
+                    pr_warn!(
+                        "{}: QP {}: no connection to its peer ({:?})\n",
+                        dev.name(),
+                        qp.qpn(),
+                        e
+                    );
                     qp.set_error();
                     qp.flush_recv_queue();
                     qp.flush_send_queue();
@@ -159,7 +172,10 @@ pub(crate) fn on_modified(
 
 /// The send doorbell: the QP is in RTS or later; its connection picks up the new
 /// WQEs right away. Unbound QPs in the error state flush them.
-pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) -> Result {
+pub(crate) fn on_send_doorbell(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Arc<Qp<MetaRoceDriver>>,
+) -> Result {
     if qp.qp_type().is_datagram() {
         match qp.state() {
             // A kernel consumer may post with interrupts disabled (the MAD layer

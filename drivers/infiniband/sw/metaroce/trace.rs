@@ -65,7 +65,10 @@ impl RunSnapshot {
         for (i, p) in paths.iter_mut().enumerate() {
             *p = Self::counters(&conn.path_stats(i).unwrap_or_default());
         }
-        Some(Self { paths, rate_hint: conn.peer_rate_hint() })
+        Some(Self {
+            paths,
+            rate_hint: conn.peer_rate_hint(),
+        })
     }
 
     /// Reports what changed since the snapshot.

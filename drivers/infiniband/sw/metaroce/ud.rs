@@ -32,7 +32,10 @@ use metaroce_proto::{
 use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_GRH, WC_WITH_IMM},
     device::Device,
-    qp::{KernelSend, Payload, Qp, QpState, RecvWqe, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED, SEND_SOLICITED},
+    qp::{
+        KernelSend, Payload, Qp, QpState, RecvWqe, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED,
+        SEND_SOLICITED,
+    },
     skb::SkBuff,
     udp::{Destination, Ecn, Received},
 };
@@ -57,7 +60,11 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
     }
     while let Some(peeked) = qp.sq_peek() {
         let (wr_id, sent, signaled) = match &peeked {
-            Ok(w) => (w.wr_id, send(dev, qp, w), qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0),
+            Ok(w) => (
+                w.wr_id,
+                send(dev, qp, w),
+                qp.sq_sig_all() || w.send_flags & SEND_SIGNALED != 0,
+            ),
             Err(b) => (b.wr_id, Err(WcStatus::LocQpOpErr), true),
         };
         qp.sq_advance();
@@ -79,11 +86,18 @@ fn complete_send(qp: &Qp<MetaRoceDriver>, wr_id: u64, sent: Result<(), WcStatus>
         Ok(()) => WcStatus::Success,
         Err(s) => s,
     };
-    let _ = qp.push_send(&WorkCompletion { status, ..WorkCompletion::flushed(wr_id, WcOpcode::Send, qp.qpn()) });
+    let _ = qp.push_send(&WorkCompletion {
+        status,
+        ..WorkCompletion::flushed(wr_id, WcOpcode::Send, qp.qpn())
+    });
 }
 
 /// Where the datagram of `w` goes: its AH, or the address vector in the WQE.
-fn address(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> Option<WqeAddress> {
+fn address(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Qp<MetaRoceDriver>,
+    w: &SendWqe,
+) -> Option<WqeAddress> {
     let ud = w.ud.as_ref()?;
     if ud.ah_num == 0 {
         return ud.av;
@@ -96,7 +110,11 @@ fn address(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -
 }
 
 /// A user WQE's datagram.
-fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> Result<(), WcStatus> {
+fn send(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Qp<MetaRoceDriver>,
+    w: &SendWqe,
+) -> Result<(), WcStatus> {
     let imm = match w.opcode {
         SendOpcode::Send => None,
         SendOpcode::SendWithImm => Some(u32::from_be(w.ex)),
@@ -105,20 +123,36 @@ fn send(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &SendWqe) -> R
     let ud = w.ud.as_ref().ok_or(WcStatus::LocQpOpErr)?;
     let len = usize::try_from(w.length).map_err(|_| WcStatus::LocLenErr)?;
     let to = address(dev, qp, w).ok_or(WcStatus::LocQpOpErr)?;
-    let d = Datagram { to, remote_qpn: ud.remote_qpn, remote_qkey: ud.remote_qkey, imm, solicited: w.send_flags & SEND_SOLICITED != 0, len };
+    let d = Datagram {
+        to,
+        remote_qpn: ud.remote_qpn,
+        remote_qkey: ud.remote_qkey,
+        imm,
+        solicited: w.send_flags & SEND_SOLICITED != 0,
+        len,
+    };
     transmit(dev, qp, &d, |out| match &w.payload {
         Payload::Inline { len: n, data } => {
             // `len` is the inline length, so they match; a mismatch is an error, not a panic.
-            let data = data.get(..*n).filter(|d| d.len() == out.len()).ok_or(WcStatus::LocLenErr)?;
+            let data = data
+                .get(..*n)
+                .filter(|d| d.len() == out.len())
+                .ok_or(WcStatus::LocLenErr)?;
             out.copy_from_slice(data);
             Ok(())
         }
-        Payload::Sges(l) => gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr),
+        Payload::Sges(l) => {
+            gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr)
+        }
     })
 }
 
 /// A kernel consumer's datagram.
-fn send_kernel(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &KernelSend) -> Result<(), WcStatus> {
+fn send_kernel(
+    dev: &Device<MetaRoceDriver>,
+    qp: &Qp<MetaRoceDriver>,
+    w: &KernelSend,
+) -> Result<(), WcStatus> {
     let len = usize::try_from(w.buffers.len()).map_err(|_| WcStatus::LocLenErr)?;
     let d = Datagram {
         to: w.dest,
@@ -128,7 +162,9 @@ fn send_kernel(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>, w: &Kernel
         solicited: w.solicited,
         len,
     };
-    transmit(dev, qp, &d, |out| w.buffers.read(0, out).map_err(|_| WcStatus::LocProtErr))
+    transmit(dev, qp, &d, |out| {
+        w.buffers.read(0, out).map_err(|_| WcStatus::LocProtErr)
+    })
 }
 
 /// What a datagram carries, whoever posted it.
@@ -156,7 +192,11 @@ fn transmit(
     let h = UdHeader {
         dst_qpn: d.remote_qpn & 0x00ff_ffff,
         src_qpn: qp.qpn(),
-        qkey: if d.remote_qkey & QKEY_USE_QP != 0 { qp.attributes().qkey } else { d.remote_qkey },
+        qkey: if d.remote_qkey & QKEY_USE_QP != 0 {
+            qp.attributes().qkey
+        } else {
+            d.remote_qkey
+        },
         imm: d.imm,
         solicited: d.solicited,
     };
@@ -164,7 +204,8 @@ fn transmit(
     let netdev = net.engine().netdev();
     let mut hdr = [0u8; MAX_UD_HEADER_LEN];
     let hlen = h.emit(&mut hdr).map_err(|_| WcStatus::LocQpOpErr)?;
-    let mut skb = SkBuff::alloc_for_udp(netdev, hlen + len, GFP_KERNEL).map_err(|_| WcStatus::LocQpOpErr)?;
+    let mut skb =
+        SkBuff::alloc_for_udp(netdev, hlen + len, GFP_KERNEL).map_err(|_| WcStatus::LocQpOpErr)?;
     skb.append(&hdr[..hlen]).map_err(|_| WcStatus::LocQpOpErr)?;
     fill(skb.put(len).map_err(|_| WcStatus::LocQpOpErr)?)?;
     let dest = Destination {
@@ -216,7 +257,11 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &mut Received<'_>) -> bo
 /// The UD QP that takes a datagram with header `h`: its number, in RTR, RTS or SQD,
 /// with the header's Q_Key.
 fn accepting_qp(dev: &Device<MetaRoceDriver>, h: &UdHeader) -> Option<Arc<Qp<MetaRoceDriver>>> {
-    let qp = dev.objects().qps.get(h.dst_qpn).filter(|qp| qp.qp_type().is_datagram())?;
+    let qp = dev
+        .objects()
+        .qps
+        .get(h.dst_qpn)
+        .filter(|qp| qp.qp_type().is_datagram())?;
     let attrs = qp.attributes();
     if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || attrs.qkey != h.qkey {
         return None;
@@ -224,7 +269,12 @@ fn accepting_qp(dev: &Device<MetaRoceDriver>, h: &UdHeader) -> Option<Arc<Qp<Met
     Some(qp)
 }
 
-fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payload: &[u8]) -> Option<()> {
+fn deliver(
+    dev: &Device<MetaRoceDriver>,
+    rx: &Received<'_>,
+    h: &UdHeader,
+    payload: &[u8],
+) -> Option<()> {
     let qp = accepting_qp(dev, h)?;
     let grh = grh(rx);
     let len = GRH_LEN + payload.len();
@@ -251,7 +301,11 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
     if qp.is_kernel() {
         let r = qp.kernel_recv_pop()?;
         let status = if r.buffers.len() >= len as u64 {
-            match r.buffers.write(0, &grh).and_then(|()| r.buffers.write(GRH_LEN as u64, payload)) {
+            match r
+                .buffers
+                .write(0, &grh)
+                .and_then(|()| r.buffers.write(GRH_LEN as u64, payload))
+            {
                 Ok(()) => WcStatus::Success,
                 Err(_) => WcStatus::LocProtErr,
             }
@@ -272,7 +326,11 @@ fn deliver(dev: &Device<MetaRoceDriver>, rx: &Received<'_>, h: &UdHeader, payloa
         Some(l) if l.total_len() >= (GRH_LEN + payload.len()) as u64 => {
             let placed = scatter(dev, pd, l.as_slice(), 0, &grh)
                 .and_then(|()| scatter(dev, pd, l.as_slice(), GRH_LEN as u64, payload));
-            if placed.is_ok() { WcStatus::Success } else { WcStatus::LocProtErr }
+            if placed.is_ok() {
+                WcStatus::Success
+            } else {
+                WcStatus::LocProtErr
+            }
         }
         _ => WcStatus::LocLenErr,
     };
@@ -323,7 +381,12 @@ fn grh(rx: &Received<'_>) -> [u8; GRH_LEN] {
 fn checksum(hdr: &[u8]) -> u16 {
     let mut sum: u32 = hdr
         .chunks(2)
-        .map(|c| u32::from(u16::from_be_bytes([c.first().copied().unwrap_or(0), c.get(1).copied().unwrap_or(0)])))
+        .map(|c| {
+            u32::from(u16::from_be_bytes([
+                c.first().copied().unwrap_or(0),
+                c.get(1).copied().unwrap_or(0),
+            ]))
+        })
         .sum();
     while sum > 0xffff {
         sum = (sum & 0xffff) + (sum >> 16);

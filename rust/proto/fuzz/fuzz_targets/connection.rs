@@ -9,7 +9,8 @@
 use libfuzzer_sys::fuzz_target;
 use metaroce_proto::constants::MIN_TRANSMIT_BUF;
 use metaroce_proto::{
-    AtomicOp, Config, Connection, Dest, Instant, MemError, Memory, Opcode, Payload, QpId, RxPayload, WorkRequest,
+    AtomicOp, Config, Connection, Dest, Instant, MemError, Memory, Opcode, Payload, QpId,
+    RxPayload, WorkRequest,
 };
 
 /// Memory that accepts rkey 1 over [0, 64 KiB) and checks bounds, with a few shared
@@ -21,14 +22,24 @@ struct Mem {
 impl Memory for Mem {
     fn place(&mut self, _: QpId, dest: Dest, data: &[u8]) -> Result<(), MemError> {
         match dest {
-            Dest::Remote { rkey: 1, va } if va.checked_add(data.len() as u64).is_some_and(|e| e <= 65536) => Ok(()),
+            Dest::Remote { rkey: 1, va }
+                if va
+                    .checked_add(data.len() as u64)
+                    .is_some_and(|e| e <= 65536) =>
+            {
+                Ok(())
+            }
             Dest::Remote { .. } => Err(MemError::Access),
             _ => Ok(()),
         }
     }
     fn place_split(&mut self, _: QpId, dest: Dest, data: RxPayload<'_>) -> Result<(), MemError> {
         match dest {
-            Dest::Remote { rkey: 1, va } if va.checked_add(data.len()).is_some_and(|e| e <= 65536) => Ok(()),
+            Dest::Remote { rkey: 1, va }
+                if va.checked_add(data.len()).is_some_and(|e| e <= 65536) =>
+            {
+                Ok(())
+            }
             Dest::Remote { .. } => Err(MemError::Access),
             _ => Ok(()),
         }
@@ -83,7 +94,10 @@ fuzz_target!(|data: &[u8]| {
         cfg.peer_conn_id = 0x11;
         Box::new(Connection::new(cfg, now0, 2))
     }];
-    let qp = [conns[0].open_qp(1, 2).unwrap(), conns[1].open_qp(2, 1).unwrap()];
+    let qp = [
+        conns[0].open_qp(1, 2).unwrap(),
+        conns[1].open_qp(2, 1).unwrap(),
+    ];
     let mut now = now0;
     let mut queue: Vec<(usize, Vec<u8>)> = Vec::new();
     let mut buf = vec![0u8; MIN_TRANSMIT_BUF];
@@ -143,13 +157,21 @@ fuzz_target!(|data: &[u8]| {
                     if flip & 2 == 2 {
                         queue.push((to, pkt.clone()));
                     }
-                    let mut mem = Mem { shared: u32::from(flip >> 4) & 3 };
+                    let mut mem = Mem {
+                        shared: u32::from(flip >> 4) & 3,
+                    };
                     if flip & 8 == 8 {
                         // In two pieces, as a driver hands over a socket buffer's
                         // linear part and pages; the split may cut the headers.
                         let at = usize::from(input.byte().unwrap_or(0)) * pkt.len() / 255;
                         let (head, tail) = pkt.split_at(at.min(pkt.len()));
-                        let _ = conns[to].handle_datagram_split(now, flip & 4 == 4, head, tail.len() as u32, &mut mem);
+                        let _ = conns[to].handle_datagram_split(
+                            now,
+                            flip & 4 == 4,
+                            head,
+                            tail.len() as u32,
+                            &mut mem,
+                        );
                     } else {
                         let _ = conns[to].handle_datagram(now, flip & 4 == 4, &pkt, &mut mem);
                     }

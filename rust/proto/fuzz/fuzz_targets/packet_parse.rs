@@ -7,7 +7,8 @@
 
 use libfuzzer_sys::fuzz_target;
 use metaroce_proto::wire::{
-    headers_len, AckHeader, Control, DataExt, Header, Nak, Packet, PacketRepr, PacketType, StreamHeader, UdHeader,
+    headers_len, AckHeader, Control, DataExt, Header, Nak, Packet, PacketRepr, PacketType,
+    StreamHeader, UdHeader,
 };
 
 fuzz_target!(|data: &[u8]| {
@@ -24,9 +25,17 @@ fuzz_target!(|data: &[u8]| {
     let need = headers_len(data);
     if let Ok(p) = Packet::new_checked(data) {
         // The prefix the first bytes ask for holds every header.
-        let head = Packet::new_checked(&data[..need.min(data.len())]).expect("headers_len covers the headers");
+        let head = Packet::new_checked(&data[..need.min(data.len())])
+            .expect("headers_len covers the headers");
         assert_eq!(head.header(), p.header());
-        let _ = (p.stream(), p.data_ext(), p.payload(), p.ack(), p.nak(), p.control());
+        let _ = (
+            p.stream(),
+            p.data_ext(),
+            p.payload(),
+            p.ack(),
+            p.nak(),
+            p.control(),
+        );
         for i in 0..20 {
             let _ = p.ack_block(i);
         }

@@ -80,7 +80,11 @@ impl AimdConfig {
         }
         let scale64 = |v: u64| {
             let q = v.saturating_mul(u64::from(mss)) / old;
-            if v > 0 { q.max(1) } else { 0 }
+            if v > 0 {
+                q.max(1)
+            } else {
+                0
+            }
         };
         let scale32 = |v: u32| u32::try_from(scale64(u64::from(v))).unwrap_or(u32::MAX);
         AimdConfig {
@@ -114,7 +118,13 @@ struct Window {
 
 impl Window {
     fn new(init: u64) -> Self {
-        Window { cwnd: init, ssthresh: u64::MAX, acc: 0, last_decrease: None, before_timeout: None }
+        Window {
+            cwnd: init,
+            ssthresh: u64::MAX,
+            acc: 0,
+            last_decrease: None,
+            before_timeout: None,
+        }
     }
 
     fn increase(&mut self, bytes: u64, mss: u64, max: u64) {
@@ -182,16 +192,22 @@ impl CongestionControl for Aimd {
         if let Some(w) = self.paths.get_mut(path) {
             w.increase(u64::from(bytes), mss, u64::from(self.cfg.max_path_cwnd));
         }
-        self.conn.increase(u64::from(bytes), mss, self.cfg.max_conn_cwnd);
+        self.conn
+            .increase(u64::from(bytes), mss, self.cfg.max_conn_cwnd);
     }
 
     fn on_congestion(&mut self, path: usize, signal: Signal, srtt_ns: u64, now: Instant) {
         let min = u64::from(self.cfg.min_path_cwnd);
-        let Some(w) = self.paths.get_mut(path) else { return };
+        let Some(w) = self.paths.get_mut(path) else {
+            return;
+        };
         let conn_beta = match signal {
-            Signal::Ecn(_) if w.decrease(self.cfg.ecn_beta, min, srtt_ns, now) => self.cfg.conn_beta,
+            Signal::Ecn(_) if w.decrease(self.cfg.ecn_beta, min, srtt_ns, now) => {
+                self.cfg.conn_beta
+            }
             Signal::Loss(_) => {
-                let interval = srtt_ns.saturating_mul(u64::from(self.cfg.loss_interval_srtts.max(1)));
+                let interval =
+                    srtt_ns.saturating_mul(u64::from(self.cfg.loss_interval_srtts.max(1)));
                 if !w.decrease(self.cfg.loss_beta, min, interval, now) {
                     return;
                 }
@@ -208,7 +224,8 @@ impl CongestionControl for Aimd {
             _ => return,
         };
         if conn_beta < 1024 {
-            self.conn.decrease(conn_beta, self.cfg.min_conn_cwnd, srtt_ns, now);
+            self.conn
+                .decrease(conn_beta, self.cfg.min_conn_cwnd, srtt_ns, now);
         }
     }
 
@@ -228,7 +245,9 @@ impl CongestionControl for Aimd {
     }
 
     fn path_window(&self, path: usize) -> u32 {
-        self.paths.get(path).map_or(0, |w| u32::try_from(w.cwnd).unwrap_or(u32::MAX))
+        self.paths
+            .get(path)
+            .map_or(0, |w| u32::try_from(w.cwnd).unwrap_or(u32::MAX))
     }
 
     fn conn_window(&self) -> u64 {
@@ -297,7 +316,11 @@ mod tests {
         assert_eq!(a.path_window(0), 1000);
         a.on_ack(0, 1000, 10_000, t(4));
         a.on_spurious_timeout(0);
-        assert_eq!(a.path_window(0), 20_000, "the window before the first timeout");
+        assert_eq!(
+            a.path_window(0),
+            20_000,
+            "the window before the first timeout"
+        );
         a.on_spurious_timeout(0);
         assert_eq!(a.path_window(0), 20_000);
         // A loss or ECN cut in between makes the old window stale.
@@ -319,7 +342,11 @@ mod tests {
         assert_eq!(a.path_window(0), 14_000);
         a.on_congestion(0, Signal::Loss(1000), 10_000, t(141));
         assert_eq!(a.path_window(0), 12_250);
-        assert_eq!(a.conn_window(), conn, "random loss does not shrink the connection window");
+        assert_eq!(
+            a.conn_window(),
+            conn,
+            "random loss does not shrink the connection window"
+        );
         // ECN still cuts both.
         a.on_congestion(1, Signal::Ecn(1), 10_000, t(200));
         assert_eq!(a.conn_window(), conn * 819 / 1024);
@@ -330,6 +357,9 @@ mod tests {
     fn rescaled_keeps_packets() {
         let c = AimdConfig::for_mss(4096).rescaled(1024);
         assert_eq!(c, AimdConfig::for_mss(1024));
-        assert_eq!(AimdConfig::for_mss(4096).rescaled(4096), AimdConfig::for_mss(4096));
+        assert_eq!(
+            AimdConfig::for_mss(4096).rescaled(4096),
+            AimdConfig::for_mss(4096)
+        );
     }
 }

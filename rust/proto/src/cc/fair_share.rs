@@ -32,7 +32,12 @@ impl<const N: usize> FairShare<N> {
 
     /// Capacity in bytes per second; senders idle longer than `window_ns` do not count.
     pub fn new(capacity_bps: u64, window_ns: u64) -> Self {
-        FairShare { capacity_bps, window_ns, headroom_permille: Self::DEFAULT_HEADROOM_PERMILLE, last_seen: [None; N] }
+        FairShare {
+            capacity_bps,
+            window_ns,
+            headroom_permille: Self::DEFAULT_HEADROOM_PERMILLE,
+            last_seen: [None; N],
+        }
     }
 
     /// The same with another share handed out to two or more senders (per
@@ -60,7 +65,11 @@ impl<const N: usize> FairShare<N> {
     /// Each active sender's share in bytes per second.
     pub fn share_bps(&self, now: Instant) -> u64 {
         let n = self.active(now);
-        let cap = if n >= 2 { self.capacity_bps.saturating_mul(self.headroom_permille) / 1000 } else { self.capacity_bps };
+        let cap = if n >= 2 {
+            self.capacity_bps.saturating_mul(self.headroom_permille) / 1000
+        } else {
+            self.capacity_bps
+        };
         cap / n.max(1)
     }
 }

@@ -10,8 +10,8 @@ use super::store::{QpStore, QpStoreExt};
 use super::Connection;
 use crate::cc::{CongestionControl, Signal};
 use crate::constants::{
-    ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, MAX_PATHS, MAX_REORDER_THRESHOLD, RATE_HINT_UNIT_BPS, RNR_TIMER_UNIT_NS,
-    SACK_BYTES,
+    ACK_DELAY_UNIT_NS, MAX_ACK_BLOCKS, MAX_PATHS, MAX_REORDER_THRESHOLD, RATE_HINT_UNIT_BPS,
+    RNR_TIMER_UNIT_NS, SACK_BYTES,
 };
 use crate::event::{Event, WcStatus};
 use crate::path::inflight::Sent;
@@ -48,7 +48,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// ([`on_ack`](Self::on_ack)), so they pass.
     fn ack_block_sent(&self, b: &AckBlock) -> bool {
         let pi = usize::from(b.path);
-        let Some(p) = self.paths.get(pi).filter(|_| pi < usize::from(self.cfg.paths)) else { return true };
+        let Some(p) = self
+            .paths
+            .get(pi)
+            .filter(|_| pi < usize::from(self.cfg.paths))
+        else {
+            return true;
+        };
         let (_, next) = p.inflight.range();
         let room = seq_diff(next, b.cum_psn);
         if room < 0 {
@@ -56,10 +62,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         // Bit `i` stands for `cum_psn + i`: the bits from `room` on must be clear.
         let room = room as u32;
-        (0u32..SACK_BYTES as u32).zip(b.sack.iter()).all(|(k, &byte)| {
-            let lo = k.wrapping_mul(8);
-            lo.wrapping_add(8) <= room || byte.checked_shr(room.saturating_sub(lo)).unwrap_or(0) == 0
-        })
+        (0u32..SACK_BYTES as u32)
+            .zip(b.sack.iter())
+            .all(|(k, &byte)| {
+                let lo = k.wrapping_mul(8);
+                lo.wrapping_add(8) <= room
+                    || byte.checked_shr(room.saturating_sub(lo)).unwrap_or(0) == 0
+            })
     }
 
     fn on_ack_block(&mut self, now: Instant, b: &AckBlock, ack_delay: u64) {
@@ -96,10 +105,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }
             }
         }
-        let Some(p) = self.paths.get_mut(pi) else { return };
+        let Some(p) = self.paths.get_mut(pi) else {
+            return;
+        };
         if let Some(s) = newest {
             let raw = now.nanos_since(s.sent_at);
-            let sample = if raw > ack_delay { raw - ack_delay } else { raw };
+            let sample = if raw > ack_delay {
+                raw - ack_delay
+            } else {
+                raw
+            };
             p.rtt.update(sample);
             self.conn_rtt.update(sample);
             p.stats.acked = p.stats.acked.saturating_add(1);
@@ -109,7 +124,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
             self.cc.on_ack(pi, acked_bytes, srtt, now);
         }
-        let Some(p) = self.paths.get_mut(pi) else { return };
+        let Some(p) = self.paths.get_mut(pi) else {
+            return;
+        };
         // The peer's cumulative PSN, forward only (ACKs may be reordered);
         // never beyond what was sent.
         if seq_diff(b.cum_psn, p.peer_cum) > 0 && seq_diff(b.cum_psn, next) <= 0 {
@@ -134,7 +151,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         let thresh = p.reorder_threshold;
         if dups > 0 || late {
-            p.reorder_threshold = thresh.saturating_mul(2).min(MAX_REORDER_THRESHOLD).max(thresh);
+            p.reorder_threshold = thresh
+                .saturating_mul(2)
+                .min(MAX_REORDER_THRESHOLD)
+                .max(thresh);
         }
         if dups > 0 {
             self.undo_spurious_timeouts(dups as u32, now);
@@ -148,7 +168,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let mut psn = una;
             self.loss_detections = self.loss_detections.wrapping_add(1);
             let paths = self.cfg.paths;
-            let Some(p) = self.paths.get_mut(pi) else { return };
+            let Some(p) = self.paths.get_mut(pi) else {
+                return;
+            };
             while psn != next && seq_diff(largest, psn) >= thresh as i32 {
                 if let Some(s) = p.inflight.mark_lost(psn) {
                     lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
@@ -158,12 +180,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 psn = psn.wrapping_add(1);
             }
             if lost_bytes > 0 {
-                self.cc.on_congestion(pi, Signal::Loss(lost_bytes), srtt, now);
+                self.cc
+                    .on_congestion(pi, Signal::Loss(lost_bytes), srtt, now);
             }
         }
         // Every packet the last timeout declared lost is resolved.
         if let Some(p) = self.paths.get_mut(pi) {
-            if p.timeout_end.is_some_and(|end| seq_diff(p.inflight.una(), end) >= 0) {
+            if p.timeout_end
+                .is_some_and(|end| seq_diff(p.inflight.una(), end) >= 0)
+            {
                 p.timeout_end = None;
             }
         }
@@ -173,8 +198,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Acknowledges `psn` on path `pi`. Returns whether it had been declared lost
     /// by a SACK gap: it was late, not lost, and the path reorders more than its
     /// threshold allows.
-    fn ack_one(&mut self, pi: usize, psn: u32, newest: &mut Option<Sent>, acked_bytes: &mut u32) -> bool {
-        let Some(p) = self.paths.get_mut(pi) else { return false };
+    fn ack_one(
+        &mut self,
+        pi: usize,
+        psn: u32,
+        newest: &mut Option<Sent>,
+        acked_bytes: &mut u32,
+    ) -> bool {
+        let Some(p) = self.paths.get_mut(pi) else {
+            return false;
+        };
         if let Some(s) = p.inflight.ack(psn) {
             *acked_bytes = acked_bytes.saturating_add(u32::from(s.bytes));
             *newest = Some(s);
@@ -184,7 +217,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // Declared lost, but its data not yet handed on: it was late, and its data
         // is not sent again.
         //= Documentation/metaroce/spec.rst#late-packets
-        let Some(s) = p.inflight.release_lost(psn) else { return false };
+        let Some(s) = p.inflight.release_lost(psn) else {
+            return false;
+        };
         // The peer and the path are alive: timeouts since were not a dead peer's
         // ([MR-RTX-14]).
         p.consecutive_rto = 0;
@@ -205,14 +240,19 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// retransmission of a run of timeouts, the timeouts were spurious.
     //= Documentation/metaroce/spec.rst#late-packets
     fn undo_spurious_timeouts(&mut self, dups: u32, now: Instant) {
-        let Some(timeouts) = self.undo.on_duplicates(dups, now) else { return };
+        let Some(timeouts) = self.undo.on_duplicates(dups, now) else {
+            return;
+        };
         // `(0..MAX_PATHS).zip`, not `enumerate`: its counter's overflow check is a panic
         // path in the kernel build (kcheck/no-panic.sh).
         for (pi, &n) in (0..MAX_PATHS).zip(timeouts.iter()).filter(|(_, &n)| n > 0) {
-            let Some(p) = self.paths.get_mut(pi) else { continue };
+            let Some(p) = self.paths.get_mut(pi) else {
+                continue;
+            };
             p.timeout_end = None;
             p.stats.spurious_timeouts = p.stats.spurious_timeouts.saturating_add(u64::from(n));
-            self.stats.spurious_timeouts = self.stats.spurious_timeouts.saturating_add(u64::from(n));
+            self.stats.spurious_timeouts =
+                self.stats.spurious_timeouts.saturating_add(u64::from(n));
             self.cc.on_spurious_timeout(pi);
         }
     }
@@ -220,7 +260,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Re-arms (on progress) or cancels a path's retransmission timer.
     pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
         let max = self.cfg.rto_max_ns;
-        let Some(p) = self.paths.get_mut(pi) else { return };
+        let Some(p) = self.paths.get_mut(pi) else {
+            return;
+        };
         if p.inflight.in_flight == 0 {
             p.rto_deadline = None;
         } else if progress || p.rto_deadline.is_none() {
@@ -232,7 +274,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
 
     /// The data of an acknowledged packet reached the peer.
     fn on_chunk_acked(&mut self, s: &Sent) {
-        let Some(q) = self.qps.qp_mut(usize::from(s.chunk.qp)) else { return };
+        let Some(q) = self.qps.qp_mut(usize::from(s.chunk.qp)) else {
+            return;
+        };
         if q.state != QpState::Active {
             return;
         }
@@ -255,7 +299,14 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         // Only unresolved packets: a duplicated or late NAK for a packet that
         // was acknowledged or whose data was already handed on does nothing.
-        let Some(s) = self.paths.get(pi).and_then(|p| p.inflight.get_unresolved(nak.psn)).copied() else { return };
+        let Some(s) = self
+            .paths
+            .get(pi)
+            .and_then(|p| p.inflight.get_unresolved(nak.psn))
+            .copied()
+        else {
+            return;
+        };
         if s.chunk.resp || s.chunk.ssn != nak.ssn || s.chunk.msn != nak.msn {
             return;
         }
@@ -266,7 +317,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let qi = usize::from(s.chunk.qp);
         let Some(q) = self.qps.qp_mut(qi) else { return };
         let rnr_retry = q.rnr_retry;
-        let Some(w) = q.sq_slot_mut(s.chunk.msn) else { return };
+        let Some(w) = q.sq_slot_mut(s.chunk.msn) else {
+            return;
+        };
         let err = match nak.code {
             NakCode::Rnr => {
                 // One RNR episode per work request and wake-up: NAKs for
@@ -305,12 +358,20 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     pub(crate) fn next_rnr_wakeup(&self, now: Instant) -> Option<Instant> {
         let mut t = None;
         for i in 0..self.qps.len() {
-            let Some(q) = self.qps.qp(i).filter(|q| q.state == QpState::Active && q.error.is_none()) else {
+            let Some(q) = self
+                .qps
+                .qp(i)
+                .filter(|q| q.state == QpState::Active && q.error.is_none())
+            else {
                 continue;
             };
             let mut msn = q.sq_head;
             while msn != q.next_msn {
-                if let Some(u) = q.sq_slot(msn).and_then(|w| w.rnr_until).filter(|u| *u > now) {
+                if let Some(u) = q
+                    .sq_slot(msn)
+                    .and_then(|w| w.rnr_until)
+                    .filter(|u| *u > now)
+                {
                     t = crate::timer::earliest(t, Some(u));
                 }
                 msn = msn.wrapping_add(1);
@@ -329,7 +390,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
             let mut sack = [0u8; SACK_BYTES];
             for (k, w) in (0..SACK_BYTES / 8).zip(rp.window.words().iter()) {
-                if let Some(d) = sack.get_mut(k.wrapping_mul(8)..k.wrapping_mul(8).wrapping_add(8)) {
+                if let Some(d) = sack.get_mut(k.wrapping_mul(8)..k.wrapping_mul(8).wrapping_add(8))
+                {
                     d.copy_from_slice(&w.to_le_bytes());
                 }
             }
@@ -353,7 +415,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         .emit(buf)
         .ok()?;
-        let h = Header { ty: PacketType::Ack as u8, ..self.unsequenced_header() };
+        let h = Header {
+            ty: PacketType::Ack as u8,
+            ..self.unsequenced_header()
+        };
         h.emit(buf).ok()?;
         self.ack_pending = 0;
         self.ack_now = false;
@@ -366,7 +431,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Reports QPs that entered the error state.
     pub(crate) fn report_qp_errors(&mut self) {
         for i in 0..self.qps.len() {
-            let Some(q) = self.qps.qp_mut(i) else { continue };
+            let Some(q) = self.qps.qp_mut(i) else {
+                continue;
+            };
             let qp = super::QpId(i as u16);
             let responder = q.responder_error.take();
             let failed = match (q.error, q.error_reported) {

@@ -81,7 +81,9 @@ impl Config {
     /// The configuration with out-of-range values clamped.
     pub fn sanitized(mut self) -> Self {
         self.paths = self.paths.clamp(1, MAX_PATHS as u8);
-        self.mtu = self.mtu.clamp(64, u32::from(u16::MAX) - MAX_DATA_HEADER_LEN as u32);
+        self.mtu = self
+            .mtu
+            .clamp(64, u32::from(u16::MAX) - MAX_DATA_HEADER_LEN as u32);
         self.rto_min_ns = self.rto_min_ns.max(1_000);
         self.rto_max_ns = self.rto_max_ns.max(self.rto_min_ns);
         self.rnr_timer = self.rnr_timer.max(1);
@@ -108,7 +110,12 @@ impl Config {
     /// The retransmission timeout of a path with RTT estimate `rtt`, before backoff.
     //= Documentation/metaroce/spec.rst#rtt
     pub(crate) fn rto_ns(&self, rtt: &crate::path::RttEstimator) -> u64 {
-        rtt.rto(self.rto_initial_ns, self.rto_min_ns, self.rto_max_ns, self.ack_hold_ns())
+        rtt.rto(
+            self.rto_initial_ns,
+            self.rto_min_ns,
+            self.rto_max_ns,
+            self.ack_hold_ns(),
+        )
     }
 }
 

@@ -51,7 +51,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let w = *q.sq_slot(head)?;
             let acked = seq_diff(q.req_acked.base(), w.last_ssn()) > 0;
             let responded = !w.wr.opcode.has_response()
-                || w.resp_last_ssn.is_some_and(|l| seq_diff(q.resp_rx.base(), l) > 0);
+                || w.resp_last_ssn
+                    .is_some_and(|l| seq_diff(q.resp_rx.base(), l) > 0);
             // After the first error completion the rest are flushed, even those
             // whose own response carried an error too ([MR-CMP-6]).
             //= Documentation/metaroce/spec.rst#completion-ordering
@@ -77,7 +78,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     wr_id: w.wr.wr_id,
                     status,
                     opcode: w.wc_opcode(),
-                    byte_len: if status == WcStatus::Success { w.wr.len } else { 0 },
+                    byte_len: if status == WcStatus::Success {
+                        w.wr.len
+                    } else {
+                        0
+                    },
                     imm: None,
                     solicited: false,
                 });
@@ -88,9 +93,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let r = *q.rq.get(q.rq_head as usize % MAX_RECV_WR)?;
             let done = match (r.done, q.error) {
                 (Some((op, len, imm, sol)), _) => Some((WcStatus::Success, op, len, imm, sol)),
-                (None, Some(_)) => {
-                    Some((q.resp_err.take().unwrap_or(WcStatus::WrFlushErr), WcOpcode::Recv, 0, None, false))
-                }
+                (None, Some(_)) => Some((
+                    q.resp_err.take().unwrap_or(WcStatus::WrFlushErr),
+                    WcOpcode::Recv,
+                    0,
+                    None,
+                    false,
+                )),
                 (None, None) => None,
             };
             if let Some((status, opcode, byte_len, imm, solicited)) = done {
@@ -98,7 +107,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     slot.done = None;
                 }
                 q.rq_head = q.rq_head.wrapping_add(1);
-                return Some(Completion { qp, wr_id: r.wr_id, status, opcode, byte_len, imm, solicited });
+                return Some(Completion {
+                    qp,
+                    wr_id: r.wr_id,
+                    status,
+                    opcode,
+                    byte_len,
+                    imm,
+                    solicited,
+                });
             }
         }
         None

@@ -178,7 +178,9 @@ pub fn stream_start(psn: u32, k: usize) -> u32 {
 /// Packets needed for `len` bytes at `mtu` bytes each (at least one).
 pub(crate) fn segments(len: u32, mtu: u32) -> u32 {
     let mtu = mtu.max(1);
-    (len / mtu).wrapping_add(u32::from(!len.is_multiple_of(mtu))).max(1)
+    (len / mtu)
+        .wrapping_add(u32::from(!len.is_multiple_of(mtu)))
+        .max(1)
 }
 
 /// One MetaRoCE connection (see the crate documentation).
@@ -284,14 +286,26 @@ impl<C: CongestionControl> Connection<C, QpArray> {
     /// Run it with any `pin_init` slot: `KBox::init(.., GFP_KERNEL)` in the
     /// kernel, `Box::init(..)` (`pin_init::InPlaceInit`) on a host.
     pub fn init(config: Config, cc: impl Init<C>, now: Instant, seed: u64) -> impl Init<Self> {
-        Self::init_with(config, cc, init_array_from_fn(|_| QpSlot::init()), now, seed)
+        Self::init_with(
+            config,
+            cc,
+            init_array_from_fn(|_| QpSlot::init()),
+            now,
+            seed,
+        )
     }
 
     /// A connection with a caller-chosen congestion controller, by value
     /// (host only: the kernel uses [`Connection::init`]).
     #[cfg(not(metaroce_kernel))]
     pub fn with_cc(config: Config, cc: C, now: Instant, seed: u64) -> Self {
-        Self::with_cc_store(config, cc, core::array::from_fn(|_| QpSlot::new()), now, seed)
+        Self::with_cc_store(
+            config,
+            cc,
+            core::array::from_fn(|_| QpSlot::new()),
+            now,
+            seed,
+        )
     }
 }
 
@@ -299,7 +313,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// In-place initializer of a connection with the QP store `qps` (an
     /// initializer of any [`QpStore`], e.g. an empty growable one): see
     /// [`Connection::init`].
-    pub fn init_with(config: Config, cc: impl Init<C>, qps: impl Init<S>, now: Instant, seed: u64) -> impl Init<Self> {
+    pub fn init_with(
+        config: Config,
+        cc: impl Init<C>,
+        qps: impl Init<S>,
+        now: Instant,
+        seed: u64,
+    ) -> impl Init<Self> {
         let cfg = config.sanitized();
         init!(Connection {
             cfg,
@@ -459,7 +479,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     fn learn_peer(&mut self, peer: u32) {
         self.peer_conn = peer;
         for (i, p) in (0..MAX_PATHS).zip(self.rx_paths.iter_mut()) {
-            *p = RxPath { window: SackWindow::new(initial_psn(peer, i)), ..Default::default() };
+            *p = RxPath {
+                window: SackWindow::new(initial_psn(peer, i)),
+                ..Default::default()
+            };
         }
     }
 
@@ -512,7 +535,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
 
     /// Bytes in flight over all paths.
     pub fn bytes_in_flight(&self) -> u64 {
-        self.paths.iter().fold(0u64, |a, p| a.saturating_add(u64::from(p.inflight.bytes_in_flight)))
+        self.paths.iter().fold(0u64, |a, p| {
+            a.saturating_add(u64::from(p.inflight.bytes_in_flight))
+        })
     }
 
     /// Sets the fair-share rate (bytes/s, 0 = none) advertised in every ACK.
@@ -546,7 +571,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// ([`stream_start`]), so packets of an earlier binding of the same QPN
     /// are not mistaken for new data.
     //= Documentation/metaroce/spec.rst#streams
-    pub fn open_qp_psn(&mut self, local_qpn: u32, remote_qpn: u32, sq_psn: u32, rq_psn: u32) -> Result<QpId, PostError> {
+    pub fn open_qp_psn(
+        &mut self,
+        local_qpn: u32,
+        remote_qpn: u32,
+        sq_psn: u32,
+        rq_psn: u32,
+    ) -> Result<QpId, PostError> {
         if self.state != ConnState::Open {
             return Err(PostError::Closed);
         }
@@ -557,8 +588,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             .find(|&i| self.qps.qp(i).is_some_and(|q| q.state == QpState::Free))
             .ok_or(PostError::TooManyQps)?;
         let q = self.qps.qp_mut(i).ok_or(PostError::TooManyQps)?;
-        let (msn, ssn, rssn) = (stream_start(sq_psn, 0), stream_start(sq_psn, 1), stream_start(sq_psn, 2));
-        let (peer_msn, peer_ssn, peer_rssn) = (stream_start(rq_psn, 0), stream_start(rq_psn, 1), stream_start(rq_psn, 2));
+        let (msn, ssn, rssn) = (
+            stream_start(sq_psn, 0),
+            stream_start(sq_psn, 1),
+            stream_start(sq_psn, 2),
+        );
+        let (peer_msn, peer_ssn, peer_rssn) = (
+            stream_start(rq_psn, 0),
+            stream_start(rq_psn, 1),
+            stream_start(rq_psn, 2),
+        );
         // In place: a QP is about 20 KiB.
         q.reset();
         q.state = QpState::Active;
@@ -588,7 +627,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.cfg.retry_limit = retry_limit;
         self.cfg.rto_initial_ns = rto_initial_ns;
         self.cfg.rto_min_ns = rto_min_ns.max(1_000);
-        self.cfg.rto_max_ns = self.cfg.rto_max_ns.max(self.cfg.rto_min_ns).max(rto_initial_ns);
+        self.cfg.rto_max_ns = self
+            .cfg
+            .rto_max_ns
+            .max(self.cfg.rto_min_ns)
+            .max(rto_initial_ns);
     }
 
     /// Sets how often a QP's requests may be found lost in a row before the QP
@@ -626,7 +669,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if q.next_msn != q.sq_head || q.next_msn != q.send_msn || q.next_rsn != 0 {
             return Err(PostError::Invalid);
         }
-        let (msn, ssn, rssn) = (stream_start(sq_psn, 0), stream_start(sq_psn, 1), stream_start(sq_psn, 2));
+        let (msn, ssn, rssn) = (
+            stream_start(sq_psn, 0),
+            stream_start(sq_psn, 1),
+            stream_start(sq_psn, 2),
+        );
         q.sq_head = msn;
         q.next_msn = msn;
         q.send_msn = msn;
@@ -673,7 +720,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     pub(crate) fn qp_by_qpn(&self, qpn: u32) -> Option<usize> {
-        (0..self.qps.len()).find(|&i| self.qps.qp(i).is_some_and(|q| q.state == QpState::Active && q.local_qpn == qpn))
+        (0..self.qps.len()).find(|&i| {
+            self.qps
+                .qp(i)
+                .is_some_and(|q| q.state == QpState::Active && q.local_qpn == qpn)
+        })
     }
 
     fn active_qp(&mut self, qp: QpId) -> Result<&mut Qp, PostError> {
@@ -721,8 +772,17 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         } else {
             0
         };
-        let slot = q.sq.get_mut(msn as usize % MAX_SEND_WR).ok_or(PostError::QueueFull)?;
-        *slot = SendWr { wr, msn, ssn_first: q.next_ssn, nsegs, rsn, ..Default::default() };
+        let slot =
+            q.sq.get_mut(msn as usize % MAX_SEND_WR)
+                .ok_or(PostError::QueueFull)?;
+        *slot = SendWr {
+            wr,
+            msn,
+            ssn_first: q.next_ssn,
+            nsegs,
+            rsn,
+            ..Default::default()
+        };
         q.next_ssn = q.next_ssn.wrapping_add(nsegs);
         q.next_msn = msn.wrapping_add(1);
         Ok(())
@@ -737,8 +797,14 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if q.rq_tail.wrapping_sub(q.rq_head) as usize >= MAX_RECV_WR {
             return Err(PostError::QueueFull);
         }
-        let slot = q.rq.get_mut(q.rq_tail as usize % MAX_RECV_WR).ok_or(PostError::QueueFull)?;
-        *slot = RecvWqe { wr_id, len, done: None };
+        let slot =
+            q.rq.get_mut(q.rq_tail as usize % MAX_RECV_WR)
+                .ok_or(PostError::QueueFull)?;
+        *slot = RecvWqe {
+            wr_id,
+            len,
+            done: None,
+        };
         q.rq_tail = q.rq_tail.wrapping_add(1);
         Ok(())
     }
@@ -756,7 +822,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     ///
     /// Call after every other method; `None` means no timer is needed.
     pub fn poll_timeout(&self) -> Option<Instant> {
-        let mut t = if self.ack_pending > 0 { self.ack_deadline } else { None };
+        let mut t = if self.ack_pending > 0 {
+            self.ack_deadline
+        } else {
+            None
+        };
         for p in self.paths.iter().take(usize::from(self.cfg.paths)) {
             t = earliest(t, p.rto_deadline);
         }
@@ -779,7 +849,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.rnr_wakeup = self.next_rnr_wakeup(now);
         }
         for i in 0..usize::from(self.cfg.paths) {
-            let expired = self.paths.get(i).and_then(|p| p.rto_deadline).is_some_and(|d| now >= d);
+            let expired = self
+                .paths
+                .get(i)
+                .and_then(|p| p.rto_deadline)
+                .is_some_and(|d| now >= d);
             if expired {
                 self.on_rto(i, now);
             }
@@ -789,7 +863,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// A path's retransmission timer fired: everything in flight on it is lost.
     //= Documentation/metaroce/spec.rst#rto
     fn on_rto(&mut self, i: usize, now: Instant) {
-        let Some(p) = self.paths.get_mut(i) else { return };
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
         p.rto_deadline = None;
         let (mut psn, end) = p.inflight.range();
         p.timeout_end = Some(end);
@@ -831,7 +907,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     //= Documentation/metaroce/spec.rst#path-retirement
     fn retire_path(&mut self, i: usize) {
         let port = self.fresh_port();
-        let Some(p) = self.paths.get_mut(i) else { return };
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
         p.sport = port;
         p.rtt = Default::default();
         p.consecutive_rto = 0;
@@ -842,14 +920,19 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.floor_sent_at = None;
         p.stats.retired = p.stats.retired.saturating_add(1);
         self.cc.on_path_reset(i);
-        self.push_event(Event::PathRetired { path: i as u8, new_port: port });
+        self.push_event(Event::PathRetired {
+            path: i as u8,
+            new_port: port,
+        });
     }
 
     /// Fails every QP that still has work: the oldest outstanding request gets
     /// `status`, the rest are flushed.
     fn fail_all(&mut self, status: WcStatus) {
         for i in 0..self.qps.len() {
-            let Some(q) = self.qps.qp_mut(i).filter(|q| q.state == QpState::Active) else { continue };
+            let Some(q) = self.qps.qp_mut(i).filter(|q| q.state == QpState::Active) else {
+                continue;
+            };
             if !q.fail_oldest(status) && status == WcStatus::WrFlushErr {
                 q.fail(status);
             }
@@ -875,8 +958,11 @@ struct DebugState<'a, C: CongestionControl, S: QpStore>(&'a Connection<C, S>);
 impl<C: CongestionControl, S: QpStore> core::fmt::Display for DebugState<'_, C, S> {
     fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         let c = self.0;
-        write!(f, "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
-            c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at)?;
+        write!(
+            f,
+            "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
+            c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at
+        )?;
         for (i, p) in (0..usize::from(c.cfg.paths)).zip(c.paths.iter()) {
             let (una, next) = p.inflight.range();
             let rx_base = c.rx_paths.get(i).map_or(0, |r| r.window.base());
@@ -884,7 +970,10 @@ impl<C: CongestionControl, S: QpStore> core::fmt::Display for DebugState<'_, C, 
                 i, p.rto_deadline, p.inflight.in_flight, p.inflight.lost, p.inflight.bytes_in_flight,
                 c.cc.path_window(i), una, next, p.peer_cum, p.consecutive_rto, rx_base)?;
         }
-        for (i, q) in (0..c.qps.len()).filter_map(|i| Some((i, c.qps.qp(i)?))).filter(|(_, q)| q.state == QpState::Active) {
+        for (i, q) in (0..c.qps.len())
+            .filter_map(|i| Some((i, c.qps.qp(i)?)))
+            .filter(|(_, q)| q.state == QpState::Active)
+        {
             write!(f, " | q{} head={} send={}/{} next={} req_acked={} resp_rx={} deliver={} req_rx={} resp={}..{} err={:?}",
                 i, q.sq_head, q.send_msn, q.send_seg, q.next_msn, q.req_acked.base(), q.resp_rx.base(),
                 q.deliver_msn, q.req_rx.base(), q.resp_head, q.resp_tail, q.error)?;

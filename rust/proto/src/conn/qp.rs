@@ -219,9 +219,14 @@ impl Qp {
     //= Documentation/metaroce/spec.rst#read-and-atomic-limits
     pub(crate) fn release_rd_atomic(&mut self) {
         while self.rd_atomic_out > 0 && seq_diff(self.send_msn, self.rd_atomic_msn) > 0 {
-            let Some(w) = self.sq_slot(self.rd_atomic_msn) else { break };
+            let Some(w) = self.sq_slot(self.rd_atomic_msn) else {
+                break;
+            };
             if w.wr.opcode.has_response() {
-                if !w.resp_last_ssn.is_some_and(|l| seq_diff(self.resp_rx.base(), l) > 0) {
+                if !w
+                    .resp_last_ssn
+                    .is_some_and(|l| seq_diff(self.resp_rx.base(), l) > 0)
+                {
                     break;
                 }
                 self.rd_atomic_out -= 1;
@@ -231,14 +236,18 @@ impl Qp {
     }
 
     pub(crate) fn sq_slot(&self, msn: u32) -> Option<&SendWr> {
-        self.sq.get(msn as usize % MAX_SEND_WR).filter(|w| w.msn == msn && self.sq_outstanding(msn))
+        self.sq
+            .get(msn as usize % MAX_SEND_WR)
+            .filter(|w| w.msn == msn && self.sq_outstanding(msn))
     }
 
     pub(crate) fn sq_slot_mut(&mut self, msn: u32) -> Option<&mut SendWr> {
         if !self.sq_outstanding(msn) {
             return None;
         }
-        self.sq.get_mut(msn as usize % MAX_SEND_WR).filter(|w| w.msn == msn)
+        self.sq
+            .get_mut(msn as usize % MAX_SEND_WR)
+            .filter(|w| w.msn == msn)
     }
 
     /// Whether `msn` is posted and not yet completed.
@@ -271,8 +280,12 @@ impl Qp {
     /// Frees responses whose every segment the requester acknowledged.
     pub(crate) fn reclaim_responses(&mut self) {
         while self.resp_head != self.resp_tail {
-            let Some(r) = self.responses.get(self.resp_head as usize % MAX_RESPONSES) else { break };
-            if r.sent_segs < r.nsegs || crate::psn::seq_diff(self.resp_acked.base(), r.last_ssn()) <= 0 {
+            let Some(r) = self.responses.get(self.resp_head as usize % MAX_RESPONSES) else {
+                break;
+            };
+            if r.sent_segs < r.nsegs
+                || crate::psn::seq_diff(self.resp_acked.base(), r.last_ssn()) <= 0
+            {
                 break;
             }
             self.resp_head = self.resp_head.wrapping_add(1);
@@ -308,7 +321,9 @@ impl Qp {
     /// well the connection's other QPs fare: the peer drops what this one sends.
     //= Documentation/metaroce/spec.rst#qp-retry-limit
     pub(crate) fn request_lost(&mut self, detection: u32, paths: u8) {
-        if self.state != QpState::Active || (self.lost_in_a_row > 0 && self.last_loss_detection == detection) {
+        if self.state != QpState::Active
+            || (self.lost_in_a_row > 0 && self.last_loss_detection == detection)
+        {
             return;
         }
         self.last_loss_detection = detection;
@@ -452,11 +467,12 @@ impl Qp {
         self.req_rx.reset(0);
         self.msgs.iter_mut().for_each(|m| *m = RxMsg::default());
         self.deliver_msn = 0;
-        self.responses.iter_mut().for_each(|r| *r = Response::default());
+        self.responses
+            .iter_mut()
+            .for_each(|r| *r = Response::default());
         self.resp_head = 0;
         self.resp_tail = 0;
         self.next_resp_ssn = 0;
         self.resp_acked.reset(0);
     }
 }
-

@@ -9,17 +9,22 @@
 //!
 //= Documentation/metaroce/spec.rst#receive-validation
 
-use super::qp::{Qp, QpState, RxKind, RxMsg, Response};
+use super::qp::{Qp, QpState, Response, RxKind, RxMsg};
 use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, PendingDelivery, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW, SRQ_CLAIM_WINDOW, PSN_BEHIND_WINDOW};
+use crate::constants::{
+    MAX_MSG_LEN, MAX_PATHS, MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, PSN_ACCEPT_WINDOW,
+    PSN_BEHIND_WINDOW, SRQ_CLAIM_WINDOW,
+};
 use crate::event::{Event, WcOpcode, WcStatus};
 use crate::memory::{AtomicOp, Dest, MemError, Memory, RxPayload};
 use crate::psn::seq_diff;
 use crate::sack::Mark;
 use crate::timer::Instant;
-use crate::wire::{ControlCode, DataExt, Flags, Header, Nak, NakCode, Packet, PacketType, Status, StreamHeader};
+use crate::wire::{
+    ControlCode, DataExt, Flags, Header, Nak, NakCode, Packet, PacketType, Status, StreamHeader,
+};
 
 /// Why a datagram was dropped without effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -131,7 +136,14 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         r
     }
 
-    fn dispatch<M: Memory>(&mut self, now: Instant, ecn_ce: bool, buf: &[u8], tail: u32, mem: &mut M) -> Result<(), RxDrop> {
+    fn dispatch<M: Memory>(
+        &mut self,
+        now: Instant,
+        ecn_ce: bool,
+        buf: &[u8],
+        tail: u32,
+        mem: &mut M,
+    ) -> Result<(), RxDrop> {
         let pkt = Packet::new_checked(buf).map_err(RxDrop::Malformed)?;
         let h = *pkt.header();
         // `dst_conn` 0 with OPEN only until the peer has shown that it knows
@@ -171,11 +183,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                         // far ahead as a data packet could not be is forged or
                         // corrupt; one behind the cumulative PSN changes nothing.
                         //= Documentation/metaroce/spec.rst#path-floor
-                        let rp = self.rx_paths.get_mut(usize::from(c.path)).ok_or(RxDrop::OutOfWindow)?;
+                        let rp = self
+                            .rx_paths
+                            .get_mut(usize::from(c.path))
+                            .ok_or(RxDrop::OutOfWindow)?;
                         if beyond_accept_window(c.value, rp.window.base()) {
                             return Err(RxDrop::OutOfWindow);
                         }
-                        rp.report = if rp.window.advance_to(c.value) { 2 } else { rp.report.max(1) };
+                        rp.report = if rp.window.advance_to(c.value) {
+                            2
+                        } else {
+                            rp.report.max(1)
+                        };
                         self.ack_now = true;
                         self.ack_pending = self.ack_pending.max(1);
                     }
@@ -206,7 +225,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if path >= MAX_PATHS {
             return Err(RxDrop::OutOfWindow);
         }
-        let base = self.rx_paths.get(path).map(|p| p.window.base()).ok_or(RxDrop::OutOfWindow)?;
+        let base = self
+            .rx_paths
+            .get(path)
+            .map(|p| p.window.base())
+            .ok_or(RxDrop::OutOfWindow)?;
         // Forward: at most PSN_ACCEPT_WINDOW beyond the cumulative PSN.
         // Backward: at most SACK_BITS before it (a late packet whose data
         // may be new); anything older is stale.
@@ -217,7 +240,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         let stream = pkt.stream().map_err(RxDrop::Malformed)?;
         let ext = pkt.data_ext().map_err(RxDrop::Malformed)?;
-        let payload = RxPayload { head: pkt.payload(), tail };
+        let payload = RxPayload {
+            head: pkt.payload(),
+            tail,
+        };
         // A datagram is far shorter than 4 GiB: a longer payload is a driver bug.
         if u32::try_from(payload.len()).is_err() {
             return Err(RxDrop::Malformed(crate::wire::Error::Malformed));
@@ -227,7 +253,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let seg = match self.qp_by_qpn(stream.qpn) {
             None => return Err(RxDrop::NoQp),
             Some(qi) if ty.is_response() => self.on_response(qi, h, &stream, &ext, payload, mem),
-            Some(qi) if self.qps.qp(qi).is_some_and(|q| q.error.is_some()) => return Err(RxDrop::NoQp),
+            Some(qi) if self.qps.qp(qi).is_some_and(|q| q.error.is_some()) => {
+                return Err(RxDrop::NoQp)
+            }
             Some(qi) => self.on_request(qi, h, &stream, &ext, payload, mem),
         };
         match seg {
@@ -261,7 +289,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Records an acknowledged PSN and decides when to send the ACK.
     //= Documentation/metaroce/spec.rst#ack-policy
     fn note_received(&mut self, now: Instant, path: usize, h: &Header, ecn_ce: bool, dup: bool) {
-        let Some(rp) = self.rx_paths.get_mut(path) else { return };
+        let Some(rp) = self.rx_paths.get_mut(path) else {
+            return;
+        };
         rp.window.insert_sliding(h.psn);
         if ecn_ce {
             rp.ce_count = rp.ce_count.wrapping_add(1);
@@ -277,7 +307,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         self.last_recorded = Some(now);
         self.ack_pending = self.ack_pending.saturating_add(1);
-        if hole || dup || ecn_ce || h.flags.has(Flags::ACK_REQ) || self.ack_pending >= self.cfg.ack_every {
+        if hole
+            || dup
+            || ecn_ce
+            || h.flags.has(Flags::ACK_REQ)
+            || self.ack_pending >= self.cfg.ack_every
+        {
             self.ack_now = true;
         }
     }
@@ -301,7 +336,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         mem: &mut M,
     ) -> Seg {
         let qp = QpId(qi as u16);
-        let Some(q) = self.qps.qp_mut(qi) else { return Seg::Drop };
+        let Some(q) = self.qps.qp_mut(qi) else {
+            return Seg::Drop;
+        };
         match q.req_rx.get(s.ssn) {
             Some(true) => return Seg::Duplicate,
             None => return Seg::Drop,
@@ -313,11 +350,23 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             return Seg::Drop;
         }
         let plen = payload.len() as u32;
-        let in_msg = |total: u32| s.offset.checked_add(plen).is_some_and(|end| end <= total) && total <= MAX_MSG_LEN;
-        let mut msg = RxMsg { msn: s.msn, last_ssn: s.ssn, ..Default::default() };
+        let in_msg = |total: u32| {
+            s.offset.checked_add(plen).is_some_and(|end| end <= total) && total <= MAX_MSG_LEN
+        };
+        let mut msg = RxMsg {
+            msn: s.msn,
+            last_ssn: s.ssn,
+            ..Default::default()
+        };
         match *ext {
-            DataExt::Send { rsn, total_len, imm } => {
-                let Some(wqe) = claim_recv(q, qp, rsn, mem) else { return Seg::Nak(NakCode::Rnr) };
+            DataExt::Send {
+                rsn,
+                total_len,
+                imm,
+            } => {
+                let Some(wqe) = claim_recv(q, qp, rsn, mem) else {
+                    return Seg::Nak(NakCode::Rnr);
+                };
                 if !in_msg(total_len) {
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
@@ -329,16 +378,30 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     q.fail(WcStatus::LocLenErr);
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
-                let dest = Dest::Recv { wr_id: wqe.wr_id, offset: s.offset };
+                let dest = Dest::Recv {
+                    wr_id: wqe.wr_id,
+                    offset: s.offset,
+                };
                 if !payload.is_empty() {
                     if let Err(e) = mem.place_split(qp, dest, payload) {
                         q.fail(WcStatus::LocProtErr);
                         return Seg::Nak(nak_of(e));
                     }
                 }
-                msg = RxMsg { kind: RxKind::Send, rsn, imm, len: total_len, ..msg };
+                msg = RxMsg {
+                    kind: RxKind::Send,
+                    rsn,
+                    imm,
+                    len: total_len,
+                    ..msg
+                };
             }
-            DataExt::Write { rkey, va, total_len, imm } => {
+            DataExt::Write {
+                rkey,
+                va,
+                total_len,
+                imm,
+            } => {
                 if !in_msg(total_len) {
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
@@ -348,7 +411,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     }
                 }
                 if !payload.is_empty() {
-                    let dest = Dest::Remote { rkey, va: va.wrapping_add(u64::from(s.offset)) };
+                    let dest = Dest::Remote {
+                        rkey,
+                        va: va.wrapping_add(u64::from(s.offset)),
+                    };
                     if let Err(e) = mem.place_split(qp, dest, payload) {
                         // The responder QP fails too.
                         //= Documentation/metaroce/spec.rst#responder-errors
@@ -357,21 +423,50 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     }
                 }
                 msg = match imm {
-                    Some((rsn, imm)) => RxMsg { kind: RxKind::WriteImm, rsn, imm: Some(imm), len: total_len, ..msg },
-                    None => RxMsg { kind: RxKind::Write, len: total_len, ..msg },
+                    Some((rsn, imm)) => RxMsg {
+                        kind: RxKind::WriteImm,
+                        rsn,
+                        imm: Some(imm),
+                        len: total_len,
+                        ..msg
+                    },
+                    None => RxMsg {
+                        kind: RxKind::Write,
+                        len: total_len,
+                        ..msg
+                    },
                 };
             }
             DataExt::ReadReq { rkey, va, len } => {
                 if !payload.is_empty() || !last || len > MAX_MSG_LEN {
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
-                msg = RxMsg { kind: RxKind::Read, rkey, va, len, ..msg };
+                msg = RxMsg {
+                    kind: RxKind::Read,
+                    rkey,
+                    va,
+                    len,
+                    ..msg
+                };
             }
-            DataExt::Atomic { rkey, va, compare_add, swap } => {
+            DataExt::Atomic {
+                rkey,
+                va,
+                compare_add,
+                swap,
+            } => {
                 if !payload.is_empty() || !last {
                     return Seg::Nak(NakCode::InvalidRequest);
                 }
-                msg = RxMsg { kind: RxKind::Atomic, rkey, va, compare_add, swap, len: 8, ..msg };
+                msg = RxMsg {
+                    kind: RxKind::Atomic,
+                    rkey,
+                    va,
+                    compare_add,
+                    swap,
+                    len: 8,
+                    ..msg
+                };
             }
             DataExt::ReadResp { .. } | DataExt::AtomicResp { .. } => return Seg::Drop,
         }
@@ -403,7 +498,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         mem: &mut M,
     ) -> Seg {
         let qp = QpId(qi as u16);
-        let Some(q) = self.qps.qp_mut(qi) else { return Seg::Drop };
+        let Some(q) = self.qps.qp_mut(qi) else {
+            return Seg::Drop;
+        };
         match q.resp_rx.get(s.ssn) {
             Some(true) => return Seg::Duplicate,
             None => return Seg::Drop,
@@ -411,9 +508,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         if q.error.is_some() {
             //= Documentation/metaroce/spec.rst#completion-ordering
-            return if q.resp_rx.insert(s.ssn) == Mark::New { Seg::Accepted } else { Seg::Drop };
+            return if q.resp_rx.insert(s.ssn) == Mark::New {
+                Seg::Accepted
+            } else {
+                Seg::Drop
+            };
         }
-        let Some(w) = q.sq_slot(s.msn).copied() else { return Seg::Drop };
+        let Some(w) = q.sq_slot(s.msn).copied() else {
+            return Seg::Drop;
+        };
         let mut local_err = false;
         let status = match (*ext, w.wr.opcode) {
             (DataExt::ReadResp { total_len, status }, crate::wr::Opcode::Read) => {
@@ -423,14 +526,20 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     return Seg::Drop;
                 }
                 if status == Status::Ok && !payload.is_empty() {
-                    let dest = Dest::Local { wr_id: w.wr.wr_id, offset: s.offset };
+                    let dest = Dest::Local {
+                        wr_id: w.wr.wr_id,
+                        offset: s.offset,
+                    };
                     local_err = mem.place_split(qp, dest, payload).is_err();
                 }
                 status
             }
             (DataExt::AtomicResp { orig, status }, op) if op.is_atomic() => {
                 if status == Status::Ok {
-                    let dest = Dest::Local { wr_id: w.wr.wr_id, offset: 0 };
+                    let dest = Dest::Local {
+                        wr_id: w.wr.wr_id,
+                        offset: 0,
+                    };
                     local_err = mem.place(qp, dest, &orig.to_ne_bytes()).is_err();
                 }
                 status
@@ -476,14 +585,23 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         q.reclaim_responses();
         loop {
-            let Some(m) = q.msgs.get(q.deliver_msn as usize % MAX_RX_MSGS).copied() else { return };
-            if m.kind == RxKind::None || m.msn != q.deliver_msn || seq_diff(q.req_rx.base(), m.last_ssn) <= 0 {
+            let Some(m) = q.msgs.get(q.deliver_msn as usize % MAX_RX_MSGS).copied() else {
+                return;
+            };
+            if m.kind == RxKind::None
+                || m.msn != q.deliver_msn
+                || seq_diff(q.req_rx.base(), m.last_ssn) <= 0
+            {
                 return;
             }
             match m.kind {
                 RxKind::None | RxKind::Write => {}
                 RxKind::Send | RxKind::WriteImm => {
-                    let op = if m.kind == RxKind::Send { WcOpcode::Recv } else { WcOpcode::RecvRdmaWithImm };
+                    let op = if m.kind == RxKind::Send {
+                        WcOpcode::Recv
+                    } else {
+                        WcOpcode::RecvRdmaWithImm
+                    };
                     if let Some(w) = q.rq.get_mut(m.rsn as usize % MAX_RECV_WR) {
                         w.done = Some((op, m.len, m.imm, m.solicited));
                     }
@@ -505,7 +623,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     };
                     if r.atomic {
                         let op = match m.swap {
-                            Some(swap) => AtomicOp::CompareSwap { compare: m.compare_add, swap },
+                            Some(swap) => AtomicOp::CompareSwap {
+                                compare: m.compare_add,
+                                swap,
+                            },
                             None => AtomicOp::FetchAdd { add: m.compare_add },
                         };
                         match mem.atomic(qp, m.rkey, m.va, op) {
@@ -541,7 +662,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
 /// queue, in RSN order, for every RSN up to `rsn` (receives are bound to messages as
 /// they arrive, in any order, and complete in message order).
 //= Documentation/metaroce/spec.rst#shared-receive-queues
-fn claim_recv<M: Memory>(q: &mut Qp, qp: QpId, rsn: u32, mem: &mut M) -> Option<super::qp::RecvWqe> {
+fn claim_recv<M: Memory>(
+    q: &mut Qp,
+    qp: QpId,
+    rsn: u32,
+    mem: &mut M,
+) -> Option<super::qp::RecvWqe> {
     if let Some(w) = recv_wqe(q, rsn) {
         return Some(w);
     }
@@ -555,7 +681,11 @@ fn claim_recv<M: Memory>(q: &mut Qp, qp: QpId, rsn: u32, mem: &mut M) -> Option<
     while q.rq_tail.wrapping_sub(q.rq_head) <= want {
         let (wr_id, len) = mem.take_shared_recv(qp)?;
         let slot = q.rq.get_mut(q.rq_tail as usize % MAX_RECV_WR)?;
-        *slot = super::qp::RecvWqe { wr_id, len, done: None };
+        *slot = super::qp::RecvWqe {
+            wr_id,
+            len,
+            done: None,
+        };
         q.rq_tail = q.rq_tail.wrapping_add(1);
     }
     recv_wqe(q, rsn)

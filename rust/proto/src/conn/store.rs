@@ -14,8 +14,8 @@
 //= Documentation/metaroce/spec.rst#streams
 
 use super::qp::Qp;
-use crate::path::inflight::Sent;
 use crate::constants::MAX_QPS;
+use crate::path::inflight::Sent;
 use pin_init::{init, Init};
 
 /// One QP's state in a connection (about 15 KiB): opaque to the owner, built in

@@ -60,7 +60,12 @@ struct Net {
 
 /// Runs `f` with a large stack: a `Connection` is a few hundred KiB.
 fn big(f: impl FnOnce() + Send + 'static) {
-    std::thread::Builder::new().stack_size(64 << 20).spawn(f).unwrap().join().unwrap();
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
 }
 
 fn t0() -> Instant {
@@ -78,7 +83,11 @@ impl Net {
         cfg.local_conn_id = 0x22;
         cfg.peer_conn_id = 0x11;
         let b = Box::init(Connection::init_aimd(cfg, t0(), 2)).unwrap_or_else(|e| match e {});
-        Net { c: [a, b], mem: [Mem::default(), Mem::default()], now: t0() }
+        Net {
+            c: [a, b],
+            mem: [Mem::default(), Mem::default()],
+            now: t0(),
+        }
     }
 
     /// A pair of connections over `paths` paths with one QP bound on each side
@@ -155,7 +164,13 @@ impl Net {
 }
 
 fn write(id: u64, len: u32, rkey: u32) -> WorkRequest {
-    WorkRequest { wr_id: id, opcode: Opcode::Write, len, rkey, ..Default::default() }
+    WorkRequest {
+        wr_id: id,
+        opcode: Opcode::Write,
+        len,
+        rkey,
+        ..Default::default()
+    }
 }
 
 fn hdr(p: &[u8]) -> Header {
@@ -227,9 +242,19 @@ fn nak_for_resolved_packet_is_ignored() {
         n.deliver(0, &acks);
         let second = hdr(&pkts[1]);
         let s = PacketRepr::parse(&pkts[1]).unwrap();
-        let PacketRepr::Data { stream, .. } = s else { panic!() };
+        let PacketRepr::Data { stream, .. } = s else {
+            panic!()
+        };
         // A (duplicated, late) NAK for the acknowledged packet must do nothing.
-        let nak = crate::wire::Nak { path: 0, code: NakCode::AccessError, rnr_timer: 1, psn: second.psn, qpn: 2, msn: stream.msn, ssn: stream.ssn };
+        let nak = crate::wire::Nak {
+            path: 0,
+            code: NakCode::AccessError,
+            rnr_timer: 1,
+            psn: second.psn,
+            qpn: 2,
+            msn: stream.msn,
+            ssn: stream.ssn,
+        };
         n.c[0].on_nak(n.now, &nak);
         assert_eq!(n.c[0].qps[0].qp.error, None);
         n.deliver(1, &pkts[..1]);
@@ -249,13 +274,18 @@ fn nak_queue_overflow_is_counted() {
         for id in 0..12 {
             let qp = n.c[0].open_qp(100 + id, 200 + id).unwrap();
             n.c[1].open_qp(200 + id, 100 + id).unwrap();
-            n.c[0].post_send(qp, write(u64::from(id), 100, 0xBAD)).unwrap();
+            n.c[0]
+                .post_send(qp, write(u64::from(id), 100, 0xBAD))
+                .unwrap();
         }
         let pkts = n.out(0);
         assert!(pkts.len() >= 10);
         n.deliver(1, &pkts);
         assert_eq!(n.c[1].stats().rx_naked, pkts.len() as u64);
-        assert_eq!(n.c[1].stats().naks_dropped, pkts.len() as u64 - crate::constants::MAX_PENDING_NAKS as u64);
+        assert_eq!(
+            n.c[1].stats().naks_dropped,
+            pkts.len() as u64 - crate::constants::MAX_PENDING_NAKS as u64
+        );
     });
 }
 
@@ -273,15 +303,28 @@ fn psn_far_behind_cumulative_is_dropped() {
         assert_eq!(n.c[1].rx_paths[0].window.base(), base);
         pkt[12..16].copy_from_slice(&base.wrapping_sub(SACK_BITS as u32).to_be_bytes());
         let dups = n.c[1].stats().rx_duplicates;
-        assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Ok(()));
+        assert_eq!(
+            n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]),
+            Ok(())
+        );
         assert_eq!(n.c[1].stats().rx_duplicates, dups + 1);
         // 512 beyond: dropped.
-        pkt[12..16].copy_from_slice(&base.wrapping_add(crate::constants::PSN_ACCEPT_WINDOW).to_be_bytes());
-        assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow));
+        pkt[12..16].copy_from_slice(
+            &base
+                .wrapping_add(crate::constants::PSN_ACCEPT_WINDOW)
+                .to_be_bytes(),
+        );
+        assert_eq!(
+            n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]),
+            Err(RxDrop::OutOfWindow)
+        );
         // 257 and 2^31 - 1 before: stale, dropped without effect.
         for back in [SACK_BITS as u32 + 1, 0x7fff_ffff] {
             pkt[12..16].copy_from_slice(&base.wrapping_sub(back).to_be_bytes());
-            assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow));
+            assert_eq!(
+                n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]),
+                Err(RxDrop::OutOfWindow)
+            );
         }
         // Each counted, by its reason too.
         let s = n.c[1].stats();
@@ -297,7 +340,17 @@ fn packet_of_an_earlier_binding_is_not_placed() {
         let qp = n.c[0].open_qp_psn(1, 2, 0x1234, 0x99).unwrap();
         let rq = n.c[1].open_qp_psn(2, 1, 0x99, 0x1234).unwrap();
         n.c[1].post_recv(rq, 50, 4096).unwrap();
-        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    wr_id: 1,
+                    opcode: Opcode::Send,
+                    len: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         let old = n.out(0).remove(0);
         // The packet is held in the network; both sides unbind and bind again
         // (new verbs PSNs), and a receive is posted.
@@ -306,15 +359,30 @@ fn packet_of_an_earlier_binding_is_not_placed() {
         let rq = n.c[1].open_qp_psn(2, 1, 0x77, 0x4321).unwrap();
         n.c[1].post_recv(rq, 60, 4096).unwrap();
         // The stale packet arrives (with a PSN still in the path window).
-        assert!(n.c[1].handle_datagram(n.now, false, &old, &mut n.mem[1]).is_err());
+        assert!(n.c[1]
+            .handle_datagram(n.now, false, &old, &mut n.mem[1])
+            .is_err());
         assert_eq!(n.mem[1].placed, 0);
         assert!(n.completions(1).is_empty());
         // The new binding works.
         let qp = n.c[0].open_qp_psn(1, 2, 0x4321, 0x77).unwrap();
-        n.c[0].post_send(qp, WorkRequest { wr_id: 2, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    wr_id: 2,
+                    opcode: Opcode::Send,
+                    len: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         n.settle();
         let c = n.completions(1);
-        assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 60, WcStatus::Success));
+        assert_eq!(
+            (c.len(), c[0].wr_id, c[0].status),
+            (1, 60, WcStatus::Success)
+        );
         assert_eq!(stream_start(0, 0), initial_psn(0, 0));
     });
 }
@@ -324,7 +392,10 @@ fn packet_of_an_earlier_binding_is_not_placed() {
 fn retirement_resets_backoff_and_reorder_threshold() {
     big(|| {
         let (mut n, qp) = Net::with_qp(2);
-        assert_eq!(n.c[0].paths[0].reorder_threshold, n.c[0].cfg.reorder_threshold);
+        assert_eq!(
+            n.c[0].paths[0].reorder_threshold,
+            n.c[0].cfg.reorder_threshold
+        );
         n.c[0].paths[0].reorder_threshold = MAX_REORDER_THRESHOLD;
         n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
         let _lost = n.out(0);
@@ -337,7 +408,10 @@ fn retirement_resets_backoff_and_reorder_threshold() {
         }
         assert_eq!(n.c[0].paths[0].backoff, 0);
         assert_eq!(n.c[0].paths[0].consecutive_rto, 0);
-        assert_eq!(n.c[0].paths[0].reorder_threshold, n.c[0].cfg.reorder_threshold);
+        assert_eq!(
+            n.c[0].paths[0].reorder_threshold,
+            n.c[0].cfg.reorder_threshold
+        );
     });
 }
 
@@ -361,8 +435,14 @@ fn path_floor_clears_abandoned_holes() {
         assert!(out.iter().any(|p| !is_data(p)), "a PATH_FLOOR is sent");
         assert_eq!(n.c[0].stats().tx_floors, 1);
         n.deliver(1, &out);
-        assert!(n.c[1].rx_paths[0].window.words().iter().all(|w| *w == 0), "no hole left");
-        assert_eq!(n.c[1].rx_paths[0].window.base(), n.c[0].paths[0].inflight.range().1);
+        assert!(
+            n.c[1].rx_paths[0].window.words().iter().all(|w| *w == 0),
+            "no hole left"
+        );
+        assert_eq!(
+            n.c[1].rx_paths[0].window.base(),
+            n.c[0].paths[0].inflight.range().1
+        );
         n.settle();
         assert_eq!(n.completions(0)[0].status, WcStatus::Success);
         // The receiver's ACK updated the sender's view: no more floors.
@@ -416,8 +496,14 @@ fn close_while_opening_reaches_the_peer() {
         let mut buf = [0u8; MIN_TRANSMIT_BUF];
         let t = a.poll_transmit(t0(), &mut buf).unwrap();
         let h = hdr(&buf[..t.len]);
-        assert_eq!((h.dst_conn, h.flags.has(Flags::OPEN), h.packet_type()), (0, true, Ok(PacketType::Control)));
-        assert_eq!(b.handle_datagram(t0(), false, &buf[..t.len], &mut Mem::default()), Ok(()));
+        assert_eq!(
+            (h.dst_conn, h.flags.has(Flags::OPEN), h.packet_type()),
+            (0, true, Ok(PacketType::Control))
+        );
+        assert_eq!(
+            b.handle_datagram(t0(), false, &buf[..t.len], &mut Mem::default()),
+            Ok(())
+        );
         assert_eq!(b.state(), ConnState::Closed);
         assert_eq!(b.poll_event(), Some(Event::Closed { reason: 9 }));
     });
@@ -473,7 +559,9 @@ fn paths_and_ports() {
         cfg.paths = 200;
         assert_eq!(cfg.sanitized().paths, crate::constants::MAX_PATHS as u8);
         let c = Box::new(Connection::new(cfg, t0(), 3));
-        let ports: Vec<u16> = (0..crate::constants::MAX_PATHS).map(|i| c.path_port(i).unwrap()).collect();
+        let ports: Vec<u16> = (0..crate::constants::MAX_PATHS)
+            .map(|i| c.path_port(i).unwrap())
+            .collect();
         assert!(ports.iter().all(|p| *p >= 49152));
         for (i, a) in ports.iter().enumerate() {
             assert!(!ports[i + 1..].contains(a), "ports are distinct");
@@ -489,12 +577,18 @@ fn connection_ids_are_checked_before_anything() {
         n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
         let pkt = n.out(0).remove(0);
         let h = hdr(&pkt);
-        assert_eq!((h.src_conn, h.dst_conn, h.flags.has(Flags::OPEN)), (0x11, 0x22, false));
+        assert_eq!(
+            (h.src_conn, h.dst_conn, h.flags.has(Flags::OPEN)),
+            (0x11, 0x22, false)
+        );
         // Wrong dst_conn, or dst_conn 0 without OPEN, or another src_conn: dropped, no reply.
         for (off, v) in [(4usize, 0x23u32), (4, 0), (8, 0x12)] {
             let mut bad = pkt.clone();
             bad[off..off + 4].copy_from_slice(&v.to_be_bytes());
-            assert_eq!(n.c[1].handle_datagram(n.now, false, &bad, &mut n.mem[1]), Err(RxDrop::WrongConnection));
+            assert_eq!(
+                n.c[1].handle_datagram(n.now, false, &bad, &mut n.mem[1]),
+                Err(RxDrop::WrongConnection)
+            );
         }
         n.now = n.now.add_nanos(1_000_000);
         assert!(n.out(1).is_empty(), "nothing is sent in reply");
@@ -513,9 +607,15 @@ fn closed_connection_drops_and_stays_silent() {
         let out = n.out(1);
         assert_eq!(out.len(), 1, "one CLOSE");
         assert_eq!(n.c[1].state(), ConnState::Closed);
-        assert_eq!(n.c[1].handle_datagram(n.now, false, &data[0], &mut n.mem[1]), Err(RxDrop::Closed));
+        assert_eq!(
+            n.c[1].handle_datagram(n.now, false, &data[0], &mut n.mem[1]),
+            Err(RxDrop::Closed)
+        );
         assert!(n.out(1).is_empty());
-        assert_eq!(n.c[1].post_send(QpId(0), write(2, 1, 5)), Err(PostError::Closed));
+        assert_eq!(
+            n.c[1].post_send(QpId(0), write(2, 1, 5)),
+            Err(PostError::Closed)
+        );
     });
 }
 
@@ -528,19 +628,30 @@ fn ack_reports_cumulative_sack_and_ce() {
         let pkts = n.out(0);
         let first = hdr(&pkts[0]).psn;
         // In order, no CE: the ACK waits (delayed ACK).
-        n.c[1].handle_datagram(n.now, false, &pkts[0], &mut n.mem[1]).unwrap();
+        n.c[1]
+            .handle_datagram(n.now, false, &pkts[0], &mut n.mem[1])
+            .unwrap();
         assert!(n.out(1).is_empty());
         // A hole (packet 1 missing) with CE on packet 2: ACK at once.
-        n.c[1].handle_datagram(n.now, true, &pkts[2], &mut n.mem[1]).unwrap();
+        n.c[1]
+            .handle_datagram(n.now, true, &pkts[2], &mut n.mem[1])
+            .unwrap();
         let acks = n.out(1);
         assert_eq!(acks.len(), 1);
-        let PacketRepr::Ack { ack, .. } = PacketRepr::parse(&acks[0]).unwrap() else { panic!() };
+        let PacketRepr::Ack { ack, .. } = PacketRepr::parse(&acks[0]).unwrap() else {
+            panic!()
+        };
         assert_eq!(ack.count, 1);
         let b = ack.blocks[0];
-        assert_eq!((b.path, b.cum_psn, b.ce_count), (0, first.wrapping_add(1), 1));
+        assert_eq!(
+            (b.path, b.cum_psn, b.ce_count),
+            (0, first.wrapping_add(1), 1)
+        );
         assert_eq!(b.sack[0], 0b10, "bit 1: PSN cum + 1");
         // The block is repeated in the next ACK, then no more.
-        n.c[1].handle_datagram(n.now, false, &pkts[2], &mut n.mem[1]).unwrap();
+        n.c[1]
+            .handle_datagram(n.now, false, &pkts[2], &mut n.mem[1])
+            .unwrap();
         assert_eq!(n.out(1).len(), 1, "a duplicate is acknowledged at once");
         // A NAKed packet's PSN is not recorded.
         n.c[0].post_send(qp, write(2, 100, 0xBAD)).unwrap();
@@ -564,7 +675,15 @@ fn sender_asks_for_an_ack_when_it_waits_for_one() {
         n.deliver(1, &quiet);
         assert!(n.out(1).is_empty(), "delayed");
         // Signaled: the last packet asks, and the receiver acknowledges at once.
-        n.c[0].post_send(qp, WorkRequest { ack_req: true, ..write(2, 2 * 1024, 5) }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    ack_req: true,
+                    ..write(2, 2 * 1024, 5)
+                },
+            )
+            .unwrap();
         let asked = n.out(0);
         assert_eq!(asked.iter().map(ack_req).collect::<Vec<_>>(), [false, true]);
         n.deliver(1, &asked);
@@ -595,9 +714,16 @@ fn sender_asks_for_an_ack_when_it_waits_for_one() {
         while let Some(t) = c.poll_transmit(n.now, &mut buf) {
             flags.push(hdr(&buf[..t.len]).flags.has(Flags::ACK_REQ));
         }
-        assert!(flags.len() > 2 && flags.len() < 32, "window-limited: {}", flags.len());
+        assert!(
+            flags.len() > 2 && flags.len() < 32,
+            "window-limited: {}",
+            flags.len()
+        );
         assert!(!flags[0]);
-        assert!(flags[flags.len() - 1], "the packet that fills the window asks");
+        assert!(
+            flags[flags.len() - 1],
+            "the packet that fills the window asks"
+        );
     });
 }
 
@@ -618,7 +744,9 @@ fn ack_delay_counts_from_the_newest_packet() {
         assert_eq!(n.c[1].poll_timeout(), Some(n.now));
         n.c[1].handle_timeout(n.now);
         let acks = n.out(1);
-        let PacketRepr::Ack { ack, .. } = PacketRepr::parse(&acks[0]).unwrap() else { panic!() };
+        let PacketRepr::Ack { ack, .. } = PacketRepr::parse(&acks[0]).unwrap() else {
+            panic!()
+        };
         assert_eq!(ack.ack_delay, 4);
     });
 }
@@ -681,7 +809,10 @@ fn spurious_timeout_restores_the_window_and_late_packets_are_not_sent_again() {
         assert_eq!(n.c[0].stats().timeouts, 1);
         assert!(n.c[0].cc.path_window(0) < before);
         let retx: Vec<_> = n.out(0).into_iter().filter(|p| is_data(p)).collect();
-        assert!(!retx.is_empty() && retx.len() < pkts.len(), "the collapsed window");
+        assert!(
+            !retx.is_empty() && retx.len() < pkts.len(),
+            "the collapsed window"
+        );
         // Then the originals arrive, and their ACK shows the timeout was spurious.
         n.deliver(1, &pkts);
         let acks = n.out(1);
@@ -692,9 +823,16 @@ fn spurious_timeout_restores_the_window_and_late_packets_are_not_sent_again() {
         n.deliver(1, &retx);
         n.settle();
         let resent = retx.len() as u64;
-        assert_eq!(n.c[0].stats().tx_retransmits, resent, "late packets are not sent again");
+        assert_eq!(
+            n.c[0].stats().tx_retransmits,
+            resent,
+            "late packets are not sent again"
+        );
         let c = n.completions(0);
-        assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 1, WcStatus::Success));
+        assert_eq!(
+            (c.len(), c[0].wr_id, c[0].status),
+            (1, 1, WcStatus::Success)
+        );
         assert_eq!(n.c[1].stats().rx_duplicates, resent);
     });
 }
@@ -723,7 +861,12 @@ fn late_acks_give_back_the_retry_budget() {
             n.deliver(0, &acks);
             n.settle();
             let c = n.completions(0);
-            assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, id, WcStatus::Success), "{}", n.c[0].debug_state());
+            assert_eq!(
+                (c.len(), c[0].wr_id, c[0].status),
+                (1, id, WcStatus::Success),
+                "{}",
+                n.c[0].debug_state()
+            );
         }
         assert_eq!(n.c[0].stats().timeouts, 4);
         assert_eq!(n.c[0].stats().spurious_timeouts, 4);
@@ -756,10 +899,17 @@ fn spurious_timeout_told_by_duplicates_restores_the_window() {
             n.deliver(0, &acks);
             assert_eq!(n.c[0].stats().spurious_timeouts, u64::from(late));
             assert_eq!(n.c[0].paths[0].stats.spurious_timeouts, u64::from(late));
-            assert_eq!(n.c[0].cc.path_window(0) >= before, late, "restored only if the copy was a duplicate");
+            assert_eq!(
+                n.c[0].cc.path_window(0) >= before,
+                late,
+                "restored only if the copy was a duplicate"
+            );
             n.settle();
             let c = n.completions(0);
-            assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 1, WcStatus::Success));
+            assert_eq!(
+                (c.len(), c[0].wr_id, c[0].status),
+                (1, 1, WcStatus::Success)
+            );
         }
     });
 }
@@ -785,7 +935,10 @@ fn late_packet_after_a_sack_loss_is_not_sent_again() {
         let acks = n.out(1);
         n.deliver(0, &acks);
         assert_eq!(n.c[0].paths[0].inflight.lost, 0);
-        assert_eq!(n.c[0].paths[0].reorder_threshold, 2 * n.c[0].cfg.reorder_threshold);
+        assert_eq!(
+            n.c[0].paths[0].reorder_threshold,
+            2 * n.c[0].cfg.reorder_threshold
+        );
         n.settle();
         assert_eq!(n.c[0].stats().tx_retransmits, 0);
         assert_eq!(n.c[1].stats().rx_duplicates, 0);
@@ -803,10 +956,23 @@ fn send_psn_set_at_rts_matches_the_peer() {
         let rq = n.c[1].open_qp_psn(2, 1, 0x99, 0x1234).unwrap();
         n.c[0].set_sq_psn(qp, 0x1234).unwrap();
         n.c[1].post_recv(rq, 50, 4096).unwrap();
-        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    wr_id: 1,
+                    opcode: Opcode::Send,
+                    len: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         n.settle();
         let c = n.completions(1);
-        assert_eq!((c.len(), c[0].wr_id, c[0].status), (1, 50, WcStatus::Success));
+        assert_eq!(
+            (c.len(), c[0].wr_id, c[0].status),
+            (1, 50, WcStatus::Success)
+        );
         // Too late once something was posted.
         assert_eq!(n.c[0].set_sq_psn(qp, 7), Err(PostError::Invalid));
     });
@@ -860,7 +1026,17 @@ fn long_send_completes() {
             n.c[1].post_recv(rq, 100 + id, 4 << 20).unwrap();
         }
         for id in 0..4 {
-            n.c[0].post_send(qp, WorkRequest { wr_id: id, opcode: Opcode::Send, len: 4 << 20, ..Default::default() }).unwrap();
+            n.c[0]
+                .post_send(
+                    qp,
+                    WorkRequest {
+                        wr_id: id,
+                        opcode: Opcode::Send,
+                        len: 4 << 20,
+                        ..Default::default()
+                    },
+                )
+                .unwrap();
         }
         for ms in 1..=2000 {
             n.settle();
@@ -881,7 +1057,17 @@ fn responder_fails_on_a_send_longer_than_its_receive() {
         let rq = n.c[1].open_qp(2, 1).unwrap();
         n.c[1].post_recv(rq, 50, 64).unwrap();
         n.c[1].post_recv(rq, 51, 64).unwrap();
-        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    wr_id: 1,
+                    opcode: Opcode::Send,
+                    len: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         n.settle();
         let req = n.completions(0);
         assert_eq!((req.len(), req[0].status), (1, WcStatus::RemInvReqErr));
@@ -892,7 +1078,14 @@ fn responder_fails_on_a_send_longer_than_its_receive() {
 }
 
 fn read(id: u64, len: u32) -> WorkRequest {
-    WorkRequest { wr_id: id, opcode: Opcode::Read, len, rkey: 5, remote_addr: 0x1000, ..Default::default() }
+    WorkRequest {
+        wr_id: id,
+        opcode: Opcode::Read,
+        len,
+        rkey: 5,
+        remote_addr: 0x1000,
+        ..Default::default()
+    }
 }
 
 // spec: MR-ATOM-4
@@ -926,7 +1119,14 @@ fn max_rd_atomic_counts_atomics_and_flushes_waiting_requests() {
     big(|| {
         let (mut n, qp) = Net::with_qp(1);
         n.c[0].set_max_rd_atomic(qp, 1).unwrap();
-        let fadd = WorkRequest { wr_id: 1, opcode: Opcode::FetchAdd, len: 8, rkey: 5, remote_addr: 0x1000, ..Default::default() };
+        let fadd = WorkRequest {
+            wr_id: 1,
+            opcode: Opcode::FetchAdd,
+            len: 8,
+            rkey: 5,
+            remote_addr: 0x1000,
+            ..Default::default()
+        };
         n.c[0].post_send(qp, read(0, 64)).unwrap();
         n.c[0].post_send(qp, fadd).unwrap();
         n.c[0].post_send(qp, read(2, 64)).unwrap();
@@ -942,8 +1142,15 @@ fn max_rd_atomic_counts_atomics_and_flushes_waiting_requests() {
         n.c[0].post_send(qp, read(4, 64)).unwrap();
         assert_eq!(n.out(0).iter().filter(|p| is_data(p)).count(), 1);
         n.c[0].qp_to_error(qp).unwrap();
-        let flushed: Vec<(u64, WcStatus)> = n.completions(0).iter().map(|c| (c.wr_id, c.status)).collect();
-        assert_eq!(flushed, [(3, WcStatus::WrFlushErr), (4, WcStatus::WrFlushErr)]);
+        let flushed: Vec<(u64, WcStatus)> = n
+            .completions(0)
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect();
+        assert_eq!(
+            flushed,
+            [(3, WcStatus::WrFlushErr), (4, WcStatus::WrFlushErr)]
+        );
     });
 }
 
@@ -969,12 +1176,19 @@ fn read_response_without_its_memory_turns_into_an_access_error() {
             pkt.resize(t.len + p.map_or(0, |p| p.len() as usize), 0);
             resp.push(pkt);
         }
-        assert!(n.c[1].qps.qp(0).unwrap().error.is_some(), "the responder QP fails");
+        assert!(
+            n.c[1].qps.qp(0).unwrap().error.is_some(),
+            "the responder QP fails"
+        );
         n.deliver(0, &resp);
         n.settle();
         n.at(1_000_000);
         n.settle();
-        let done: Vec<(u64, WcStatus)> = n.completions(0).iter().map(|c| (c.wr_id, c.status)).collect();
+        let done: Vec<(u64, WcStatus)> = n
+            .completions(0)
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect();
         assert_eq!(done, [(0, WcStatus::RemAccessErr)]);
         // Only the first segment carried data: 1024 bytes placed.
         assert_eq!(n.mem[0].placed, 1024);
@@ -1009,7 +1223,14 @@ fn work_requests_after_an_error_completion_are_flushed() {
             n.settle();
             done.extend(n.completions(0).iter().map(|c| (c.wr_id, c.status)));
         }
-        assert_eq!(done, [(0, WcStatus::RemAccessErr), (1, WcStatus::WrFlushErr), (2, WcStatus::WrFlushErr)]);
+        assert_eq!(
+            done,
+            [
+                (0, WcStatus::RemAccessErr),
+                (1, WcStatus::WrFlushErr),
+                (2, WcStatus::WrFlushErr)
+            ]
+        );
     });
 }
 
@@ -1029,8 +1250,14 @@ fn responder_reports_the_refused_request_once() {
         assert_eq!(
             events,
             [
-                Event::QpError { qp: peer, status: WcStatus::RemAccessErr },
-                Event::ResponderError { qp: peer, error: crate::event::ResponderError::Access },
+                Event::QpError {
+                    qp: peer,
+                    status: WcStatus::RemAccessErr
+                },
+                Event::ResponderError {
+                    qp: peer,
+                    error: crate::event::ResponderError::Access
+                },
             ]
         );
     });
@@ -1044,11 +1271,23 @@ fn debug_state_shows_both_ends_of_a_path() {
     use std::string::{String, ToString};
     big(|| {
         let (mut n, qp) = Net::with_qp(1);
-        n.c[0].post_send(qp, WorkRequest { ack_req: true, ..write(1, 3 * 1024, 5) }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    ack_req: true,
+                    ..write(1, 3 * 1024, 5)
+                },
+            )
+            .unwrap();
         n.settle();
         let field = |s: &str, key: &str| -> String {
             let at = s.find(key).unwrap() + key.len();
-            s[at..].split(|c: char| c == ' ').next().unwrap().to_string()
+            s[at..]
+                .split(|c: char| c == ' ')
+                .next()
+                .unwrap()
+                .to_string()
         };
         let sender = n.c[0].debug_state().to_string();
         let receiver = n.c[1].debug_state().to_string();
@@ -1070,7 +1309,10 @@ fn packet_for_no_qp_is_counted_by_reason() {
         let qp = n.c[0].open_qp(1, 2).unwrap();
         n.c[0].post_send(qp, write(1, 100, 5)).unwrap();
         let pkt = n.out(0).into_iter().find(|p| is_data(p)).unwrap();
-        assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::NoQp));
+        assert_eq!(
+            n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]),
+            Err(RxDrop::NoQp)
+        );
         let s = n.c[1].stats();
         assert_eq!((s.rx_dropped, s.rx_out_of_window, s.rx_no_qp), (1, 0, 1));
     });
@@ -1079,7 +1321,11 @@ fn packet_for_no_qp_is_counted_by_reason() {
 /// A packet in the name of connection `from` to its peer (both ids right), as an
 /// attacker who knows them would forge it.
 fn forge(n: &Net, from: usize, repr: impl FnOnce(Header) -> PacketRepr) -> Vec<u8> {
-    let h = Header { src_conn: n.c[from].cfg.local_conn_id, dst_conn: n.c[1 - from].cfg.local_conn_id, ..Default::default() };
+    let h = Header {
+        src_conn: n.c[from].cfg.local_conn_id,
+        dst_conn: n.c[1 - from].cfg.local_conn_id,
+        ..Default::default()
+    };
     let mut buf = [0u8; MIN_TRANSMIT_BUF];
     let len = repr(h).emit(&mut buf).unwrap();
     buf[..len].to_vec()
@@ -1092,8 +1338,18 @@ fn forged_ack(n: &Net, from: usize, count: u8, cum_psn: u32, bits: &[u32]) -> Ve
     for &b in bits {
         sack[b as usize / 8] |= 1 << (b % 8);
     }
-    let block = crate::wire::AckBlock { path: 0, dup_count: 0, ce_count: 0, cum_psn, sack };
-    let ack = crate::wire::AckRepr { count, blocks: [block; crate::constants::MAX_ACK_BLOCKS], ..Default::default() };
+    let block = crate::wire::AckBlock {
+        path: 0,
+        dup_count: 0,
+        ce_count: 0,
+        cum_psn,
+        sack,
+    };
+    let ack = crate::wire::AckRepr {
+        count,
+        blocks: [block; crate::constants::MAX_ACK_BLOCKS],
+        ..Default::default()
+    };
     forge(n, from, |header| PacketRepr::Ack { header, ack })
 }
 
@@ -1139,20 +1395,38 @@ fn ack_for_psns_never_sent_is_dropped_quickly() {
             let t = std::time::Instant::now();
             let r = n.c[0].handle_datagram(n.now, false, &ack, &mut n.mem[0]);
             let took = t.elapsed();
-            assert!(took < std::time::Duration::from_millis(500), "case {i}: cum {cum:#x} took {took:?}");
+            assert!(
+                took < std::time::Duration::from_millis(500),
+                "case {i}: cum {cum:#x} took {took:?}"
+            );
             assert_eq!(r, Err(RxDrop::OutOfWindow), "case {i}: cum {cum:#x}");
             let p = &n.c[0].paths[0];
-            assert_eq!((p.inflight.range(), p.inflight.in_flight, p.inflight.lost), ((una, next), 4, 0), "case {i}");
+            assert_eq!(
+                (p.inflight.range(), p.inflight.in_flight, p.inflight.lost),
+                ((una, next), 4, 0),
+                "case {i}"
+            );
             assert_eq!(p.peer_cum, first);
             assert_eq!(n.c[0].stats().rx_out_of_window, i as u64 + 1);
         }
         // Stale blocks (reordered ACKs) acknowledge nothing and are not drops.
-        for cum in [una.wrapping_sub(1), una.wrapping_sub(1000), next.wrapping_sub(0x7fff_ffff)] {
+        for cum in [
+            una.wrapping_sub(1),
+            una.wrapping_sub(1000),
+            next.wrapping_sub(0x7fff_ffff),
+        ] {
             let ack = forged_ack(&n, 1, 16, cum, &[]);
-            assert_eq!(n.c[0].handle_datagram(n.now, false, &ack, &mut n.mem[0]), Ok(()));
+            assert_eq!(
+                n.c[0].handle_datagram(n.now, false, &ack, &mut n.mem[0]),
+                Ok(())
+            );
             assert_eq!(n.c[0].paths[0].inflight.in_flight, 4);
         }
-        assert!(start.elapsed() < std::time::Duration::from_secs(2), "{:?}", start.elapsed());
+        assert!(
+            start.elapsed() < std::time::Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
         assert_eq!(n.c[0].stats().rx_dropped, forged.len() as u64);
         // The real packets and ACKs still work.
         n.deliver(1, &data);
@@ -1175,13 +1449,21 @@ fn path_floor_far_ahead_is_refused() {
         let (mut n, qp) = Net::with_qp(2);
         let base = n.c[1].rx_paths[0].window.base();
         let floor = |n: &Net, value: u32| {
-            let control = crate::wire::Control { code: crate::wire::ControlCode::PathFloor, path: 0, value };
+            let control = crate::wire::Control {
+                code: crate::wire::ControlCode::PathFloor,
+                path: 0,
+                value,
+            };
             forge(n, 0, |header| PacketRepr::Control { header, control })
         };
         let far = [crate::constants::PSN_ACCEPT_WINDOW, 100_000, 0x7fff_ffff];
         for (i, ahead) in far.iter().enumerate() {
             let pkt = floor(&n, base.wrapping_add(*ahead));
-            assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Err(RxDrop::OutOfWindow), "{ahead}");
+            assert_eq!(
+                n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]),
+                Err(RxDrop::OutOfWindow),
+                "{ahead}"
+            );
             assert_eq!(n.c[1].rx_paths[0].window.base(), base);
             assert_eq!(n.c[1].stats().rx_out_of_window, i as u64 + 1);
             assert!(n.out(1).is_empty(), "a refused floor is not answered");
@@ -1189,7 +1471,10 @@ fn path_floor_far_ahead_is_refused() {
         // Behind the cumulative PSN: no change, but acknowledged at once.
         for value in [base, base.wrapping_sub(1), base.wrapping_add(0x8000_0000)] {
             let pkt = floor(&n, value);
-            assert_eq!(n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]), Ok(()));
+            assert_eq!(
+                n.c[1].handle_datagram(n.now, false, &pkt, &mut n.mem[1]),
+                Ok(())
+            );
             assert_eq!(n.c[1].rx_paths[0].window.base(), base);
             let acks = n.out(1);
             assert_eq!(acks.len(), 1, "a floor is acknowledged");
@@ -1237,41 +1522,90 @@ fn open_is_refused_once_the_peer_knows_our_id() {
         n.c[1].post_send(b, write(2, 1024, 5)).unwrap();
         let from_a = n.out(0);
         let from_b = n.out(1);
-        assert!(Iterator::chain(from_a.iter(), &from_b).all(|p| hdr(p).dst_conn == 0 && hdr(p).flags.has(Flags::OPEN)));
+        assert!(Iterator::chain(from_a.iter(), &from_b)
+            .all(|p| hdr(p).dst_conn == 0 && hdr(p).flags.has(Flags::OPEN)));
         // One of a's first packets is held in the network.
         let (held, from_a) = from_a.split_first().unwrap();
         n.deliver(1, from_a);
         n.deliver(0, &from_b);
         assert_eq!((n.c[0].peer_conn_id(), n.c[1].peer_conn_id()), (0x22, 0x11));
         // Each side now sends to the other's id; once those arrive, dst_conn 0 is refused.
-        n.c[0].post_send(a, WorkRequest { opcode: Opcode::Send, ..write(3, 100, 0) }).unwrap();
+        n.c[0]
+            .post_send(
+                a,
+                WorkRequest {
+                    opcode: Opcode::Send,
+                    ..write(3, 100, 0)
+                },
+            )
+            .unwrap();
         n.c[1].post_send(b, write(4, 100, 5)).unwrap();
         let (x, y) = (n.out(0), n.out(1));
-        assert!(Iterator::chain(x.iter(), &y).all(|p| hdr(p).dst_conn != 0 && !hdr(p).flags.has(Flags::OPEN)));
+        assert!(Iterator::chain(x.iter(), &y)
+            .all(|p| hdr(p).dst_conn != 0 && !hdr(p).flags.has(Flags::OPEN)));
         n.deliver(1, &x);
         n.deliver(0, &y);
         let dropped = n.c[1].stats().rx_dropped;
-        assert_eq!(n.c[1].handle_datagram(n.now, false, held, &mut n.mem[1]), Err(RxDrop::WrongConnection));
+        assert_eq!(
+            n.c[1].handle_datagram(n.now, false, held, &mut n.mem[1]),
+            Err(RxDrop::WrongConnection)
+        );
         // A spoofed CLOSE with OPEN and dst_conn 0, in a's name.
-        let close = crate::wire::Control { code: crate::wire::ControlCode::Close, path: 0, value: 1 };
-        let spoof = forge(&n, 0, |h| PacketRepr::Control { header: Header { dst_conn: 0, flags: Flags(Flags::OPEN), ..h }, control: close });
-        assert_eq!(n.c[1].handle_datagram(n.now, false, &spoof, &mut n.mem[1]), Err(RxDrop::WrongConnection));
+        let close = crate::wire::Control {
+            code: crate::wire::ControlCode::Close,
+            path: 0,
+            value: 1,
+        };
+        let spoof = forge(&n, 0, |h| PacketRepr::Control {
+            header: Header {
+                dst_conn: 0,
+                flags: Flags(Flags::OPEN),
+                ..h
+            },
+            control: close,
+        });
+        assert_eq!(
+            n.c[1].handle_datagram(n.now, false, &spoof, &mut n.mem[1]),
+            Err(RxDrop::WrongConnection)
+        );
         assert_eq!(n.c[1].state(), ConnState::Open);
-        let spoof = forge(&n, 1, |h| PacketRepr::Control { header: Header { dst_conn: 0, flags: Flags(Flags::OPEN), ..h }, control: close });
-        assert_eq!(n.c[0].handle_datagram(n.now, false, &spoof, &mut n.mem[0]), Err(RxDrop::WrongConnection));
+        let spoof = forge(&n, 1, |h| PacketRepr::Control {
+            header: Header {
+                dst_conn: 0,
+                flags: Flags(Flags::OPEN),
+                ..h
+            },
+            control: close,
+        });
+        assert_eq!(
+            n.c[0].handle_datagram(n.now, false, &spoof, &mut n.mem[0]),
+            Err(RxDrop::WrongConnection)
+        );
         assert_eq!(n.c[0].state(), ConnState::Open);
         assert_eq!(n.c[1].stats().rx_dropped, dropped + 2);
-        assert_eq!((n.c[0].stats().rx_wrong_conn, n.c[1].stats().rx_wrong_conn), (1, 2));
+        assert_eq!(
+            (n.c[0].stats().rx_wrong_conn, n.c[1].stats().rx_wrong_conn),
+            (1, 2)
+        );
         // The held packet's data is sent again: everything completes.
         for ms in 1..=200 {
             n.at(ms * 1000);
             n.settle();
         }
-        let mut done: Vec<_> = n.completions(0).iter().map(|c| (c.wr_id, c.status)).collect();
+        let mut done: Vec<_> = n
+            .completions(0)
+            .iter()
+            .map(|c| (c.wr_id, c.status))
+            .collect();
         done.extend(n.completions(1).iter().map(|c| (c.wr_id, c.status)));
         done.sort_by_key(|d| d.0);
         let ok = WcStatus::Success;
-        assert_eq!(done, [(1, ok), (2, ok), (3, ok), (4, ok), (7, ok)], "{}", n.c[0].debug_state());
+        assert_eq!(
+            done,
+            [(1, ok), (2, ok), (3, ok), (4, ok), (7, ok)],
+            "{}",
+            n.c[0].debug_state()
+        );
     });
 }
 
@@ -1281,7 +1615,17 @@ fn one_segment_binds_no_more_than_the_srq_window() {
     big(|| {
         let (mut n, qp) = Net::with_qp(1);
         n.mem[1].srq_left = 64;
-        n.c[0].post_send(qp, WorkRequest { wr_id: 1, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    wr_id: 1,
+                    opcode: Opcode::Send,
+                    len: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         let pkts = n.out(0);
         let send = pkts.iter().find(|p| is_data(p)).unwrap().clone();
         // The peer names a receive 63 ahead of the QP's next one (the RSN is at byte 32):
@@ -1296,7 +1640,17 @@ fn one_segment_binds_no_more_than_the_srq_window() {
         }
         assert_eq!(n.c[1].stats().rx_naked, 2);
         // Within the window a message binds up to its own RSN, in order.
-        n.c[0].post_send(qp, WorkRequest { wr_id: 2, opcode: Opcode::Send, len: 100, ..Default::default() }).unwrap();
+        n.c[0]
+            .post_send(
+                qp,
+                WorkRequest {
+                    wr_id: 2,
+                    opcode: Opcode::Send,
+                    len: 100,
+                    ..Default::default()
+                },
+            )
+            .unwrap();
         let mut near = send.clone();
         near[32..36].copy_from_slice(&rsn.wrapping_add(SRQ_CLAIM_WINDOW as u32 - 1).to_be_bytes());
         let psn = u32::from_be_bytes(near[12..16].try_into().unwrap());
@@ -1321,7 +1675,11 @@ impl SelfConn {
         let mut cfg = Config::new(0x11);
         cfg.paths = paths;
         cfg.mtu = 1024;
-        SelfConn { c: fresh(cfg, 5), mem: Mem::default(), now: t0() }
+        SelfConn {
+            c: fresh(cfg, 5),
+            mem: Mem::default(),
+            now: t0(),
+        }
     }
 
     fn out(&mut self) -> Vec<Vec<u8>> {
@@ -1396,12 +1754,36 @@ fn self_connection_carries_every_opcode() {
         ];
         for (i, &opcode) in ops.iter().enumerate() {
             let len = if opcode.is_atomic() { 8 } else { 3000 };
-            let wr = WorkRequest { wr_id: i as u64, opcode, len, rkey: 5, remote_addr: 0x1000, imm: 9, ack_req: true, ..Default::default() };
+            let wr = WorkRequest {
+                wr_id: i as u64,
+                opcode,
+                len,
+                rkey: 5,
+                remote_addr: 0x1000,
+                imm: 9,
+                ack_req: true,
+                ..Default::default()
+            };
             s.c.post_send(a, wr).unwrap();
         }
-        s.c.post_send(b, WorkRequest { wr_id: 50, opcode: Opcode::Send, len: 500, ack_req: true, ..Default::default() }).unwrap();
+        s.c.post_send(
+            b,
+            WorkRequest {
+                wr_id: 50,
+                opcode: Opcode::Send,
+                len: 500,
+                ack_req: true,
+                ..Default::default()
+            },
+        )
+        .unwrap();
         let first = s.out();
-        assert!(!first.is_empty() && first.iter().all(|p| hdr(p).dst_conn == 0 && hdr(p).flags.has(Flags::OPEN)));
+        assert!(
+            !first.is_empty()
+                && first
+                    .iter()
+                    .all(|p| hdr(p).dst_conn == 0 && hdr(p).flags.has(Flags::OPEN))
+        );
         for p in &first {
             let _ = s.c.handle_datagram(s.now, false, p, &mut s.mem);
         }
@@ -1409,14 +1791,41 @@ fn self_connection_carries_every_opcode() {
         s.settle();
         assert!(s.c.peer_knows_us());
         let done = s.completions();
-        let at = |qp: QpId| -> Vec<(u64, WcStatus)> { done.iter().filter(|c| c.qp == qp).map(|c| (c.wr_id, c.status)).collect() };
+        let at = |qp: QpId| -> Vec<(u64, WcStatus)> {
+            done.iter()
+                .filter(|c| c.qp == qp)
+                .map(|c| (c.wr_id, c.status))
+                .collect()
+        };
         let ok = WcStatus::Success;
-        assert_eq!(at(a), [(0, ok), (1, ok), (2, ok), (3, ok), (4, ok), (5, ok), (6, ok), (200, ok)], "{}", s.c.debug_state());
+        assert_eq!(
+            at(a),
+            [
+                (0, ok),
+                (1, ok),
+                (2, ok),
+                (3, ok),
+                (4, ok),
+                (5, ok),
+                (6, ok),
+                (200, ok)
+            ],
+            "{}",
+            s.c.debug_state()
+        );
         assert_eq!(at(b), [(50, ok), (100, ok), (101, ok), (102, ok)]);
         let imm: Vec<_> = done.iter().filter(|c| c.qp == b).map(|c| c.imm).collect();
         assert_eq!(imm, [None, None, Some(9), Some(9)]);
         let st = s.c.stats();
-        assert_eq!((st.timeouts, st.tx_retransmits, st.rx_wrong_conn, st.rx_no_qp), (0, 0, 0, 0));
+        assert_eq!(
+            (
+                st.timeouts,
+                st.tx_retransmits,
+                st.rx_wrong_conn,
+                st.rx_no_qp
+            ),
+            (0, 0, 0, 0)
+        );
         // The requests' bytes were placed once each: SEND, SEND_IMM, WRITE,
         // WRITE_IMM at the responder, the READ response and the two atomics' original
         // values at the requester, b's SEND.
@@ -1444,15 +1853,39 @@ fn self_connection_keeps_the_id_checks() {
         s.settle();
         assert!(s.c.peer_knows_us());
         // A's first packet, late: OPEN with dst_conn 0.
-        assert_eq!(s.c.handle_datagram(s.now, false, late, &mut s.mem), Err(RxDrop::WrongConnection));
-        let close = crate::wire::Control { code: crate::wire::ControlCode::Close, path: 0, value: 1 };
+        assert_eq!(
+            s.c.handle_datagram(s.now, false, late, &mut s.mem),
+            Err(RxDrop::WrongConnection)
+        );
+        let close = crate::wire::Control {
+            code: crate::wire::ControlCode::Close,
+            path: 0,
+            value: 1,
+        };
         let mut buf = [0u8; MIN_TRANSMIT_BUF];
         for h in [
-            Header { src_conn: 0x11, dst_conn: 0, flags: Flags(Flags::OPEN), ..Default::default() },
-            Header { src_conn: 0x12, dst_conn: 0x11, ..Default::default() },
+            Header {
+                src_conn: 0x11,
+                dst_conn: 0,
+                flags: Flags(Flags::OPEN),
+                ..Default::default()
+            },
+            Header {
+                src_conn: 0x12,
+                dst_conn: 0x11,
+                ..Default::default()
+            },
         ] {
-            let len = PacketRepr::Control { header: h, control: close }.emit(&mut buf).unwrap();
-            assert_eq!(s.c.handle_datagram(s.now, false, &buf[..len], &mut s.mem), Err(RxDrop::WrongConnection));
+            let len = PacketRepr::Control {
+                header: h,
+                control: close,
+            }
+            .emit(&mut buf)
+            .unwrap();
+            assert_eq!(
+                s.c.handle_datagram(s.now, false, &buf[..len], &mut s.mem),
+                Err(RxDrop::WrongConnection)
+            );
         }
         assert_eq!(s.c.state(), ConnState::Open);
         assert_eq!(s.c.stats().rx_wrong_conn, 3);
@@ -1465,7 +1898,16 @@ fn self_connection_keeps_the_id_checks() {
             }
             s.settle();
         }
-        let done: Vec<_> = s.completions().iter().map(|c| (c.qp, c.wr_id, c.status)).collect();
-        assert_eq!(done, [(a, 1, WcStatus::Success), (b, 2, WcStatus::Success)], "{}", s.c.debug_state());
+        let done: Vec<_> = s
+            .completions()
+            .iter()
+            .map(|c| (c.qp, c.wr_id, c.status))
+            .collect();
+        assert_eq!(
+            done,
+            [(a, 1, WcStatus::Success), (b, 2, WcStatus::Success)],
+            "{}",
+            s.c.debug_state()
+        );
     });
 }

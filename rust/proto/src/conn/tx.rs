@@ -14,7 +14,10 @@ use super::qp::QpState;
 use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, QpId};
 use crate::cc::CongestionControl;
-use crate::constants::{MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, PSN_ACCEPT_WINDOW, REASM_WINDOW};
+use crate::constants::{
+    MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, PSN_ACCEPT_WINDOW,
+    REASM_WINDOW,
+};
 use crate::path::inflight::Chunk;
 use crate::psn::seq_diff;
 use crate::timer::Instant;
@@ -96,10 +99,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// unsent until the request's retries run out.
     //= Documentation/metaroce/spec.rst#responder-errors
     pub fn payload_unavailable(&mut self, payload: &Payload) {
-        let Payload::Mr { qp, msn, .. } = *payload else { return };
-        let Some(q) = self.qps.qp_mut(qp.index()) else { return };
-        let Some((i, _)) = q.response(msn) else { return };
-        let Some(r) = q.responses.get_mut(i as usize % MAX_RESPONSES) else { return };
+        let Payload::Mr { qp, msn, .. } = *payload else {
+            return;
+        };
+        let Some(q) = self.qps.qp_mut(qp.index()) else {
+            return;
+        };
+        let Some((i, _)) = q.response(msn) else {
+            return;
+        };
+        let Some(r) = q.responses.get_mut(i as usize % MAX_RESPONSES) else {
+            return;
+        };
         if r.atomic || r.status != crate::wire::Status::Ok {
             return;
         }
@@ -137,7 +148,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             // While still opening, CLOSE carries OPEN like every other packet.
             //= Documentation/metaroce/spec.rst#connection-ids
             let h = self.unsequenced_header();
-            let control = Control { code: ControlCode::Close, path: 0, value: reason };
+            let control = Control {
+                code: ControlCode::Close,
+                path: 0,
+                value: reason,
+            };
             let len = PacketRepr::Control { header: h, control }.emit(buf).ok()?;
             return Some(self.control_transmit(len, 0));
         }
@@ -166,13 +181,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let i = (0..n).find(|&i| {
             self.paths.get(i).is_some_and(|p| {
                 p.floor_needed()
-                    && p.floor_sent_at.is_none_or(|t| now.nanos_since(t) >= p.rtt.srtt_or(conn_srtt))
+                    && p.floor_sent_at
+                        .is_none_or(|t| now.nanos_since(t) >= p.rtt.srtt_or(conn_srtt))
             })
         })?;
         // Another path, preferably one without timeouts (several paths can
         // share a failed route).
-        let start = i.wrapping_add(1).wrapping_add(self.ack_path % n.saturating_sub(1).max(1));
-        let others = (0..n).map(|k| start.wrapping_add(k) % n).filter(|&k| k != i || n == 1);
+        let start = i
+            .wrapping_add(1)
+            .wrapping_add(self.ack_path % n.saturating_sub(1).max(1));
+        let others = (0..n)
+            .map(|k| start.wrapping_add(k) % n)
+            .filter(|&k| k != i || n == 1);
         let mut via = i;
         for k in others {
             via = k;
@@ -189,8 +209,17 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let step = p.peer_cum.wrapping_add(PSN_ACCEPT_WINDOW.wrapping_sub(1));
         let una = p.inflight.una();
         let value = if seq_diff(una, step) > 0 { step } else { una };
-        let control = Control { code: ControlCode::PathFloor, path: i as u8, value };
-        let len = PacketRepr::Control { header: self.unsequenced_header(), control }.emit(buf).ok()?;
+        let control = Control {
+            code: ControlCode::PathFloor,
+            path: i as u8,
+            value,
+        };
+        let len = PacketRepr::Control {
+            header: self.unsequenced_header(),
+            control,
+        }
+        .emit(buf)
+        .ok()?;
         self.stats.tx_floors = self.stats.tx_floors.saturating_add(1);
         Some(self.control_transmit(len, via))
     }
@@ -198,13 +227,27 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Common header of an ACK, NAK or CONTROL packet (type filled in by the
     /// emitter): `OPEN` with `dst_conn = 0` while the peer's id is unknown.
     pub(crate) fn unsequenced_header(&self) -> Header {
-        let flags = if self.peer_conn == 0 { Flags(Flags::OPEN) } else { Flags(0) };
-        Header { dst_conn: self.peer_conn, src_conn: self.cfg.local_conn_id, flags, ..Default::default() }
+        let flags = if self.peer_conn == 0 {
+            Flags(Flags::OPEN)
+        } else {
+            Flags(0)
+        };
+        Header {
+            dst_conn: self.peer_conn,
+            src_conn: self.cfg.local_conn_id,
+            flags,
+            ..Default::default()
+        }
     }
 
     fn control_transmit(&self, len: usize, path: usize) -> Transmit {
         let src_port = self.paths.get(path).map_or(0, |p| p.sport);
-        Transmit { len, path: path as u8, src_port, payload: None }
+        Transmit {
+            len,
+            path: path as u8,
+            src_port,
+            payload: None,
+        }
     }
 
     /// Whether anything (new or lost data) waits to be sent.
@@ -213,7 +256,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             && (self.paths.iter().any(|p| p.inflight.lost > 0)
                 || (0..self.qps.len()).any(|i| {
                     self.qps.qp(i).is_some_and(|q| {
-                        q.state == QpState::Active && (q.send_msn != q.next_msn || q.resp_tail != q.resp_head)
+                        q.state == QpState::Active
+                            && (q.send_msn != q.next_msn || q.resp_tail != q.resp_head)
                     })
                 }))
     }
@@ -227,17 +271,22 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if total > 0 && total.saturating_add(u64::from(bytes)) > conn_window {
             return None;
         }
-        let path = (0..n).map(|k| self.next_path.wrapping_add(k) % n).find(|&i| {
-            self.paths.get(i).is_some_and(|p| {
-                let f = &p.inflight;
-                f.has_room()
-                    && (f.bytes_in_flight == 0
-                        || f.bytes_in_flight.saturating_add(bytes) <= self.cc.path_window(i))
-            })
-        })?;
+        let path = (0..n)
+            .map(|k| self.next_path.wrapping_add(k) % n)
+            .find(|&i| {
+                self.paths.get(i).is_some_and(|p| {
+                    let f = &p.inflight;
+                    f.has_room()
+                        && (f.bytes_in_flight == 0
+                            || f.bytes_in_flight.saturating_add(bytes) <= self.cc.path_window(i))
+                })
+            })?;
         // Room for this packet and one more, each with the largest header.
         let two = u64::from(bytes.saturating_add(MAX_DATA_HEADER_LEN as u32)).saturating_mul(2);
-        let on_path = self.paths.get(path).map_or(0, |p| p.inflight.bytes_in_flight);
+        let on_path = self
+            .paths
+            .get(path)
+            .map_or(0, |p| p.inflight.bytes_in_flight);
         let last_fit = total.saturating_add(two) > conn_window
             || u64::from(on_path).saturating_add(two) > u64::from(self.cc.path_window(path));
         Some(PathChoice { path, last_fit })
@@ -258,7 +307,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let (len, payload) = self.build(chunk, path, ack_req, buf)?;
         let bytes = payload.map_or(0, |p| p.len()).saturating_add(len as u32);
         let p = self.paths.get_mut(path)?;
-        let psn = p.inflight.push(chunk, u16::try_from(bytes).unwrap_or(u16::MAX), now)?;
+        let psn = p
+            .inflight
+            .push(chunk, u16::try_from(bytes).unwrap_or(u16::MAX), now)?;
         // The PSN is known only now; patch it into the header.
         buf.get_mut(12..16)?.copy_from_slice(&psn.to_be_bytes());
         p.stats.sent = p.stats.sent.saturating_add(1);
@@ -270,11 +321,19 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.advance_cursor(chunk, retx);
         self.next_path = path.wrapping_add(1) % usize::from(self.cfg.paths).max(1);
         self.stats.tx_data = self.stats.tx_data.saturating_add(1);
-        self.stats.tx_bytes = self.stats.tx_bytes.saturating_add(u64::from(payload.map_or(0, |p| p.len())));
+        self.stats.tx_bytes = self
+            .stats
+            .tx_bytes
+            .saturating_add(u64::from(payload.map_or(0, |p| p.len())));
         self.cc.on_sent(path, bytes, now);
         self.rearm_rto(path, now, false);
         self.pace(now, bytes);
-        Some(Transmit { len, path: path as u8, src_port, payload })
+        Some(Transmit {
+            len,
+            path: path as u8,
+            src_port,
+            payload,
+        })
     }
 
     /// Advances the pacing clock by one packet of `bytes`.
@@ -295,7 +354,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         let interval = u64::from(bytes).saturating_mul(1_000_000_000) / rate;
         let floor = Instant::from_nanos(now.as_nanos().saturating_sub(self.cfg.pacing_burst_ns));
-        let base = if self.next_send_at < floor { floor } else { self.next_send_at };
+        let base = if self.next_send_at < floor {
+            floor
+        } else {
+            self.next_send_at
+        };
         self.next_send_at = base.add_nanos(interval);
     }
 
@@ -325,7 +388,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     }
                     psn = psn.wrapping_add(1);
                 }
-                let Some((psn, chunk, needed)) = found else { break };
+                let Some((psn, chunk, needed)) = found else {
+                    break;
+                };
                 if let Some(p) = self.paths.get_mut(pi) {
                     p.inflight.release_lost(psn);
                     if needed && p.lost_by_timeout(psn) {
@@ -341,7 +406,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     fn chunk_status(&self, c: &Chunk, now: Instant) -> ChunkStatus {
-        let Some(q) = self.qps.qp(usize::from(c.qp)) else { return ChunkStatus::Done };
+        let Some(q) = self.qps.qp(usize::from(c.qp)) else {
+            return ChunkStatus::Done;
+        };
         if q.state != QpState::Active {
             return ChunkStatus::Done;
         }
@@ -377,7 +444,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     if r.sent_segs < r.nsegs {
                         let ssn = r.ssn_first.wrapping_add(r.sent_segs);
                         if seq_diff(ssn, q.resp_acked.base()) < REASM_WINDOW as i32 {
-                            return Some(Chunk { qp: qi as u16, resp: true, msn: r.msn, ssn });
+                            return Some(Chunk {
+                                qp: qi as u16,
+                                resp: true,
+                                msn: r.msn,
+                                ssn,
+                            });
                         }
                         break;
                     }
@@ -392,13 +464,20 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
                 continue;
             }
-            let Some(w) = q.sq.get(q.send_msn as usize % MAX_SEND_WR) else { continue };
+            let Some(w) = q.sq.get(q.send_msn as usize % MAX_SEND_WR) else {
+                continue;
+            };
             if w.wr.opcode.has_response() && !q.rd_atomic_room() {
                 continue;
             }
             let ssn = w.ssn_first.wrapping_add(q.send_seg);
             if seq_diff(ssn, q.req_acked.base()) < REASM_WINDOW as i32 {
-                return Some(Chunk { qp: qi as u16, resp: false, msn: w.msn, ssn });
+                return Some(Chunk {
+                    qp: qi as u16,
+                    resp: false,
+                    msn: w.msn,
+                    ssn,
+                });
             }
         }
         None
@@ -408,7 +487,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if retx {
             return;
         }
-        let Some(q) = self.qps.qp_mut(usize::from(c.qp)) else { return };
+        let Some(q) = self.qps.qp_mut(usize::from(c.qp)) else {
+            return;
+        };
         if c.resp {
             let mut i = q.resp_head;
             while i != q.resp_tail {
@@ -421,10 +502,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 i = i.wrapping_add(1);
             }
         } else {
-            let (nsegs, response) = q
-                .sq
-                .get(q.send_msn as usize % MAX_SEND_WR)
-                .map_or((1, false), |w| (w.nsegs, w.wr.opcode.has_response()));
+            let (nsegs, response) =
+                q.sq.get(q.send_msn as usize % MAX_SEND_WR)
+                    .map_or((1, false), |w| (w.nsegs, w.wr.opcode.has_response()));
             q.send_seg = q.send_seg.saturating_add(1);
             if q.send_seg >= nsegs {
                 if response {
@@ -438,7 +518,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     /// Writes the headers for `c` (PSN left 0; patched by the caller).
-    fn build(&self, c: Chunk, path: usize, ack_req: bool, buf: &mut [u8]) -> Option<(usize, Option<Payload>)> {
+    fn build(
+        &self,
+        c: Chunk,
+        path: usize,
+        ack_req: bool,
+        buf: &mut [u8],
+    ) -> Option<(usize, Option<Payload>)> {
         let mtu = self.cfg.mtu;
         let qi = usize::from(c.qp);
         let q = self.qps.qp(qi)?;
@@ -465,19 +551,39 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     flags |= Flags::ACK_REQ;
                 }
             }
-            let stream = StreamHeader { qpn: q.remote_qpn, msn: r.msn, ssn: c.ssn, offset };
+            let stream = StreamHeader {
+                qpn: q.remote_qpn,
+                msn: r.msn,
+                ssn: c.ssn,
+                offset,
+            };
             if r.atomic {
-                (stream, DataExt::AtomicResp { orig: r.orig, status: r.status }, None)
+                (
+                    stream,
+                    DataExt::AtomicResp {
+                        orig: r.orig,
+                        status: r.status,
+                    },
+                    None,
+                )
             } else {
                 let len = r.len.saturating_sub(offset).min(mtu);
-                let payload = (r.status == crate::wire::Status::Ok && len > 0).then_some(Payload::Mr {
-                    qp,
-                    msn: r.msn,
-                    rkey: r.rkey,
-                    va: r.va.wrapping_add(u64::from(offset)),
-                    len,
-                });
-                (stream, DataExt::ReadResp { total_len: r.len, status: r.status }, payload)
+                let payload =
+                    (r.status == crate::wire::Status::Ok && len > 0).then_some(Payload::Mr {
+                        qp,
+                        msn: r.msn,
+                        rkey: r.rkey,
+                        va: r.va.wrapping_add(u64::from(offset)),
+                        len,
+                    });
+                (
+                    stream,
+                    DataExt::ReadResp {
+                        total_len: r.len,
+                        status: r.status,
+                    },
+                    payload,
+                )
             }
         } else {
             let w = q.sq_slot(c.msn)?;
@@ -497,15 +603,45 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
             let wr = &w.wr;
             let len = wr.len.saturating_sub(offset).min(mtu);
-            let data = Payload::Wr { qp, wr_id: wr.wr_id, offset, len };
+            let data = Payload::Wr {
+                qp,
+                wr_id: wr.wr_id,
+                offset,
+                len,
+            };
             let data = (len > 0).then_some(data);
-            let stream = StreamHeader { qpn: q.remote_qpn, msn: w.msn, ssn: c.ssn, offset };
+            let stream = StreamHeader {
+                qpn: q.remote_qpn,
+                msn: w.msn,
+                ssn: c.ssn,
+                offset,
+            };
             let (ext, payload) = match wr.opcode {
-                Opcode::Send => (DataExt::Send { rsn: w.rsn, total_len: wr.len, imm: None }, data),
-                Opcode::SendImm => (DataExt::Send { rsn: w.rsn, total_len: wr.len, imm: Some(wr.imm) }, data),
-                Opcode::Write => {
-                    (DataExt::Write { rkey: wr.rkey, va: wr.remote_addr, total_len: wr.len, imm: None }, data)
-                }
+                Opcode::Send => (
+                    DataExt::Send {
+                        rsn: w.rsn,
+                        total_len: wr.len,
+                        imm: None,
+                    },
+                    data,
+                ),
+                Opcode::SendImm => (
+                    DataExt::Send {
+                        rsn: w.rsn,
+                        total_len: wr.len,
+                        imm: Some(wr.imm),
+                    },
+                    data,
+                ),
+                Opcode::Write => (
+                    DataExt::Write {
+                        rkey: wr.rkey,
+                        va: wr.remote_addr,
+                        total_len: wr.len,
+                        imm: None,
+                    },
+                    data,
+                ),
                 Opcode::WriteImm => (
                     DataExt::Write {
                         rkey: wr.rkey,
@@ -515,13 +651,30 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     },
                     data,
                 ),
-                Opcode::Read => (DataExt::ReadReq { rkey: wr.rkey, va: wr.remote_addr, len: wr.len }, None),
+                Opcode::Read => (
+                    DataExt::ReadReq {
+                        rkey: wr.rkey,
+                        va: wr.remote_addr,
+                        len: wr.len,
+                    },
+                    None,
+                ),
                 Opcode::CompareSwap => (
-                    DataExt::Atomic { rkey: wr.rkey, va: wr.remote_addr, compare_add: wr.compare_add, swap: Some(wr.swap) },
+                    DataExt::Atomic {
+                        rkey: wr.rkey,
+                        va: wr.remote_addr,
+                        compare_add: wr.compare_add,
+                        swap: Some(wr.swap),
+                    },
                     None,
                 ),
                 Opcode::FetchAdd => (
-                    DataExt::Atomic { rkey: wr.rkey, va: wr.remote_addr, compare_add: wr.compare_add, swap: None },
+                    DataExt::Atomic {
+                        rkey: wr.rkey,
+                        va: wr.remote_addr,
+                        compare_add: wr.compare_add,
+                        swap: None,
+                    },
                     None,
                 ),
             };
@@ -535,7 +688,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             src_conn: self.cfg.local_conn_id,
             psn: 0,
         };
-        let len = PacketRepr::Data { header, stream, ext }.emit(buf).ok()?;
+        let len = PacketRepr::Data {
+            header,
+            stream,
+            ext,
+        }
+        .emit(buf)
+        .ok()?;
         Some((len, payload))
     }
 }

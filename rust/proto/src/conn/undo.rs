@@ -111,14 +111,22 @@ mod tests {
     #[test]
     fn every_retransmission_a_duplicate_undoes_the_run() {
         let mut u = TimeoutUndo::default();
-        assert_eq!(u.on_duplicates(5, t(1)), None, "no timeout, nothing to undo");
+        assert_eq!(
+            u.on_duplicates(5, t(1)),
+            None,
+            "no timeout, nothing to undo"
+        );
         u.on_timeout(2, t(10), 1_000_000);
         u.on_timeout(5, t(20), 1_000_000);
         u.on_timeout(5, t(25), 1_000_000);
         u.on_resent();
         u.on_resent();
         u.on_resent();
-        assert_eq!(u.on_duplicates(2, t(30)), None, "one retransmission not yet back");
+        assert_eq!(
+            u.on_duplicates(2, t(30)),
+            None,
+            "one retransmission not yet back"
+        );
         assert_eq!(u.on_duplicates(1, t(40)), on(&[(2, 1), (5, 2)]));
         assert_eq!(u, TimeoutUndo::default(), "the run ended");
     }
@@ -131,7 +139,11 @@ mod tests {
         u.on_resent();
         assert_eq!(u.on_duplicates(1, t(100)), None);
         // The second one filled a real hole: no duplicate within the window.
-        assert_eq!(u.on_duplicates(1, t(2000)), None, "too late: the run is over");
+        assert_eq!(
+            u.on_duplicates(1, t(2000)),
+            None,
+            "too late: the run is over"
+        );
         // A new run starts clean.
         u.on_timeout(1, t(3000), 1_000_000);
         u.on_resent();
@@ -145,7 +157,11 @@ mod tests {
         assert_eq!(u.on_duplicates(4, t(20)), None);
         u.on_resent();
         u.on_timeout(40, t(30), 1_000_000);
-        assert_eq!(u.on_duplicates(1, t(40)), on(&[(3, 1)]), "an out-of-range path counts nothing");
+        assert_eq!(
+            u.on_duplicates(1, t(40)),
+            on(&[(3, 1)]),
+            "an out-of-range path counts nothing"
+        );
     }
 
     #[test]

@@ -135,7 +135,12 @@ impl Inflight {
         }
         let psn = self.next;
         let slot = self.slots.get_mut(Self::index(psn))?;
-        *slot = Sent { sent_at: now, chunk, bytes, state: SlotState::InFlight };
+        *slot = Sent {
+            sent_at: now,
+            chunk,
+            bytes,
+            state: SlotState::InFlight,
+        };
         self.next = psn.wrapping_add(1);
         self.in_flight = self.in_flight.saturating_add(1);
         self.bytes_in_flight = self.bytes_in_flight.saturating_add(u32::from(bytes));
@@ -206,7 +211,11 @@ impl Inflight {
         }
         let mut psn = self.una;
         while psn != self.next {
-            if self.slots.get(Self::index(psn)).is_some_and(|s| s.state == SlotState::Lost) {
+            if self
+                .slots
+                .get(Self::index(psn))
+                .is_some_and(|s| s.state == SlotState::Lost)
+            {
                 return Some(psn);
             }
             psn = psn.wrapping_add(1);

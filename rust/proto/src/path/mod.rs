@@ -133,7 +133,8 @@ impl TxPath {
 
     /// Whether the path's last timeout declared `psn` lost ([`Self::timeout_end`]).
     pub(crate) fn lost_by_timeout(&self, psn: u32) -> bool {
-        self.timeout_end.is_some_and(|end| crate::psn::seq_diff(psn, end) < 0)
+        self.timeout_end
+            .is_some_and(|end| crate::psn::seq_diff(psn, end) < 0)
     }
 }
 

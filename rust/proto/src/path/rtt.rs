@@ -59,7 +59,9 @@ impl RttEstimator {
         let base = if self.samples == 0 {
             initial
         } else {
-            self.srtt.saturating_add(self.rttvar.saturating_mul(4).max(1_000)).saturating_add(ack_hold)
+            self.srtt
+                .saturating_add(self.rttvar.saturating_mul(4).max(1_000))
+                .saturating_add(ack_hold)
         };
         base.clamp(min, max.max(min))
     }

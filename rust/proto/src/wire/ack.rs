@@ -24,7 +24,9 @@
 //= Documentation/metaroce/spec.rst#ack
 
 use super::{get_u16, get_u32, get_u8, put, put_u16, put_u32, put_u8, Error, Result};
-use crate::constants::{ACK_BLOCK_LEN, ACK_HEADER_LEN, COMMON_HEADER_LEN, MAX_ACK_BLOCKS, SACK_BYTES};
+use crate::constants::{
+    ACK_BLOCK_LEN, ACK_HEADER_LEN, COMMON_HEADER_LEN, MAX_ACK_BLOCKS, SACK_BYTES,
+};
 
 /// The fixed part of the ACK extension.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -138,7 +140,10 @@ mod tests {
     // spec: MR-WIRE-14
     #[test]
     fn block_acks() {
-        let mut b = AckBlock { cum_psn: 100, ..Default::default() };
+        let mut b = AckBlock {
+            cum_psn: 100,
+            ..Default::default()
+        };
         b.sack[0] = 0b100;
         assert_eq!(b.acks(99), Some(true));
         assert_eq!(b.acks(100), Some(false));
@@ -151,11 +156,26 @@ mod tests {
     #[test]
     fn count_checked() {
         let mut buf = [0u8; 64];
-        AckHeader { count: 17, ..Default::default() }.emit(&mut buf).unwrap();
+        AckHeader {
+            count: 17,
+            ..Default::default()
+        }
+        .emit(&mut buf)
+        .unwrap();
         assert_eq!(AckHeader::parse(&buf), Err(Error::Malformed));
-        AckHeader { count: 2, ..Default::default() }.emit(&mut buf).unwrap();
+        AckHeader {
+            count: 2,
+            ..Default::default()
+        }
+        .emit(&mut buf)
+        .unwrap();
         assert_eq!(AckHeader::parse(&buf), Err(Error::Truncated));
-        AckHeader { count: 1, ..Default::default() }.emit(&mut buf).unwrap();
+        AckHeader {
+            count: 1,
+            ..Default::default()
+        }
+        .emit(&mut buf)
+        .unwrap();
         assert!(AckHeader::parse(&buf).is_ok());
     }
 }

@@ -57,8 +57,16 @@ impl Control {
             3 => ControlCode::PathFloor,
             _ => return Err(Error::Malformed),
         };
-        let path = if code == ControlCode::PathFloor { get_u8(buf, Self::OFF + 1)? } else { 0 };
-        Ok(Control { code, path, value: get_u32(buf, Self::OFF + 4)? })
+        let path = if code == ControlCode::PathFloor {
+            get_u8(buf, Self::OFF + 1)?
+        } else {
+            0
+        };
+        Ok(Control {
+            code,
+            path,
+            value: get_u32(buf, Self::OFF + 4)?,
+        })
     }
 
     /// Writes the extension; returns the total packet length.
@@ -67,7 +75,11 @@ impl Control {
             return Err(Error::Truncated);
         }
         put_u8(buf, Self::OFF, self.code as u8)?;
-        let path = if self.code == ControlCode::PathFloor { self.path } else { 0 };
+        let path = if self.code == ControlCode::PathFloor {
+            self.path
+        } else {
+            0
+        };
         put_u8(buf, Self::OFF + 1, path)?;
         for i in 2..4 {
             put_u8(buf, Self::OFF + i, 0)?;

@@ -208,7 +208,11 @@ impl DataExt {
             PacketType::Send | PacketType::SendImm => DataExt::Send {
                 rsn: get_u32(buf, o)?,
                 total_len: get_u32(buf, o + 4)?,
-                imm: if ty == PacketType::SendImm { Some(get_u32(buf, o + 8)?) } else { None },
+                imm: if ty == PacketType::SendImm {
+                    Some(get_u32(buf, o + 8)?)
+                } else {
+                    None
+                },
             },
             PacketType::Write | PacketType::WriteImm => DataExt::Write {
                 rkey: get_u32(buf, o)?,
@@ -233,7 +237,11 @@ impl DataExt {
                 rkey: get_u32(buf, o)?,
                 va: get_u64(buf, o + 4)?,
                 compare_add: get_u64(buf, o + 12)?,
-                swap: if ty == PacketType::CmpSwap { Some(get_u64(buf, o + 20)?) } else { None },
+                swap: if ty == PacketType::CmpSwap {
+                    Some(get_u64(buf, o + 20)?)
+                } else {
+                    None
+                },
             },
             PacketType::AtomicResp => DataExt::AtomicResp {
                 orig: get_u64(buf, o)?,
@@ -253,14 +261,23 @@ impl DataExt {
             return Err(Error::Truncated);
         }
         match *self {
-            DataExt::Send { rsn, total_len, imm } => {
+            DataExt::Send {
+                rsn,
+                total_len,
+                imm,
+            } => {
                 put_u32(buf, o, rsn)?;
                 put_u32(buf, o + 4, total_len)?;
                 if let Some(imm) = imm {
                     put_u32(buf, o + 8, imm)?;
                 }
             }
-            DataExt::Write { rkey, va, total_len, imm } => {
+            DataExt::Write {
+                rkey,
+                va,
+                total_len,
+                imm,
+            } => {
                 put_u32(buf, o, rkey)?;
                 put_u64(buf, o + 4, va)?;
                 put_u32(buf, o + 12, total_len)?;
@@ -281,7 +298,12 @@ impl DataExt {
                 put_u8(buf, o + 6, 0)?;
                 put_u8(buf, o + 7, 0)?;
             }
-            DataExt::Atomic { rkey, va, compare_add, swap } => {
+            DataExt::Atomic {
+                rkey,
+                va,
+                compare_add,
+                swap,
+            } => {
                 put_u32(buf, o, rkey)?;
                 put_u64(buf, o + 4, va)?;
                 put_u64(buf, o + 12, compare_add)?;
@@ -306,13 +328,21 @@ mod tests {
     // spec: MR-GEN-2
     #[test]
     fn write_imm_layout() {
-        let e = DataExt::Write { rkey: 0x11, va: 0x0102_0304_0506_0708, total_len: 9, imm: Some((3, 4)) };
+        let e = DataExt::Write {
+            rkey: 0x11,
+            va: 0x0102_0304_0506_0708,
+            total_len: 9,
+            imm: Some((3, 4)),
+        };
         let mut b = [0u8; 56];
         assert_eq!(e.emit(&mut b), Ok(56));
         assert_eq!(&b[32..36], &[0, 0, 0, 0x11]);
         assert_eq!(&b[36..44], &[1, 2, 3, 4, 5, 6, 7, 8]);
         assert_eq!(DataExt::parse(PacketType::WriteImm, &b), Ok(e));
-        assert_eq!(DataExt::parse(PacketType::WriteImm, &b[..55]), Err(Error::Truncated));
+        assert_eq!(
+            DataExt::parse(PacketType::WriteImm, &b[..55]),
+            Err(Error::Truncated)
+        );
     }
 
     // spec: MR-WIRE-13
@@ -320,11 +350,17 @@ mod tests {
     fn bad_status_rejected() {
         let mut b = [0u8; 40];
         b[36] = 9;
-        assert_eq!(DataExt::parse(PacketType::ReadResp, &b), Err(Error::Malformed));
+        assert_eq!(
+            DataExt::parse(PacketType::ReadResp, &b),
+            Err(Error::Malformed)
+        );
     }
 
     #[test]
     fn max_len() {
-        assert_eq!(DataExt::header_len(PacketType::CmpSwap), crate::constants::MAX_DATA_HEADER_LEN);
+        assert_eq!(
+            DataExt::header_len(PacketType::CmpSwap),
+            crate::constants::MAX_DATA_HEADER_LEN
+        );
     }
 }

@@ -126,7 +126,10 @@ impl Header {
 
     /// Creates a header of type `ty`.
     pub fn new(ty: PacketType) -> Self {
-        Header { ty: ty as u8, ..Default::default() }
+        Header {
+            ty: ty as u8,
+            ..Default::default()
+        }
     }
 
     /// Decoded packet type.
@@ -140,7 +143,10 @@ impl Header {
     /// packets are the body of a stream: a receiver may batch them. An unknown type
     /// is not awaited.
     pub fn is_awaited(&self) -> bool {
-        self.flags.has(Flags::ACK_REQ) || self.packet_type().is_ok_and(|t| !t.is_data() || t.is_response())
+        self.flags.has(Flags::ACK_REQ)
+            || self
+                .packet_type()
+                .is_ok_and(|t| !t.is_data() || t.is_response())
     }
 
     /// Parses and validates the common header at the start of `buf`.
@@ -200,7 +206,10 @@ mod tests {
         };
         let mut b = [0u8; 16];
         assert_eq!(h.emit(&mut b), Ok(16));
-        assert_eq!(b, [0xD0, 3, 5, 7, 1, 2, 3, 4, 0xa, 0xb, 0xc, 0xd, 0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(
+            b,
+            [0xD0, 3, 5, 7, 1, 2, 3, 4, 0xa, 0xb, 0xc, 0xd, 0xde, 0xad, 0xbe, 0xef]
+        );
         assert_eq!(Header::parse(&b), Ok(h));
     }
 
@@ -217,7 +226,10 @@ mod tests {
         assert_eq!(Header::parse(&b), Err(Error::Malformed));
         b[11] = 1;
         assert!(Header::parse(&b).is_ok());
-        assert_eq!(Header::new(PacketType::Ack).emit(&mut [0u8; 3]), Err(Error::Truncated));
+        assert_eq!(
+            Header::new(PacketType::Ack).emit(&mut [0u8; 3]),
+            Err(Error::Truncated)
+        );
     }
 
     #[test]
@@ -232,6 +244,10 @@ mod tests {
             h.flags = Flags(Flags::LAST | Flags::ACK_REQ);
             assert!(h.is_awaited(), "{ty:?}");
         }
-        assert!(!Header { ty: 0x42, ..Default::default() }.is_awaited());
+        assert!(!Header {
+            ty: 0x42,
+            ..Default::default()
+        }
+        .is_awaited());
     }
 }

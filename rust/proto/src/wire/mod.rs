@@ -76,7 +76,9 @@ pub(crate) fn get_u64(buf: &[u8], off: usize) -> Result<u64> {
 
 pub(crate) fn put(buf: &mut [u8], off: usize, bytes: &[u8]) -> Result<()> {
     let end = off.checked_add(bytes.len()).ok_or(Error::Truncated)?;
-    buf.get_mut(off..end).ok_or(Error::Truncated)?.copy_from_slice(bytes);
+    buf.get_mut(off..end)
+        .ok_or(Error::Truncated)?
+        .copy_from_slice(bytes);
     Ok(())
 }
 

@@ -3,7 +3,9 @@
 //! Whole packets: a checked view over a received datagram, and a high-level
 //! representation that parses from and emits to bytes.
 
-use super::{AckBlock, AckHeader, Control, DataExt, Error, Header, Nak, PacketType, Result, StreamHeader};
+use super::{
+    AckBlock, AckHeader, Control, DataExt, Error, Header, Nak, PacketType, Result, StreamHeader,
+};
 use crate::constants::MAX_ACK_BLOCKS;
 
 /// A checked view of a received MetaRoCE datagram.
@@ -54,7 +56,12 @@ impl<'a> Packet<'a> {
         if buf.len() < header_len {
             return Err(Error::Truncated);
         }
-        Ok(Packet { buf, header, ty, header_len })
+        Ok(Packet {
+            buf,
+            header,
+            ty,
+            header_len,
+        })
     }
 
     /// The common header.
@@ -132,7 +139,10 @@ pub struct AckRepr {
 }
 
 /// A decoded packet header of any type.
-#[allow(clippy::large_enum_variant, reason = "a short-lived value; boxing needs alloc")]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "a short-lived value; boxing needs alloc"
+)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PacketRepr {
     /// A data packet; `header.ty` matches `ext`.
@@ -174,9 +184,19 @@ impl PacketRepr {
         let header = *p.header();
         Ok(match p.packet_type() {
             PacketType::Ack => return Self::parse_ack(&p, header),
-            PacketType::Nak => PacketRepr::Nak { header, nak: p.nak()? },
-            PacketType::Control => PacketRepr::Control { header, control: p.control()? },
-            _ => PacketRepr::Data { header, stream: p.stream()?, ext: p.data_ext()? },
+            PacketType::Nak => PacketRepr::Nak {
+                header,
+                nak: p.nak()?,
+            },
+            PacketType::Control => PacketRepr::Control {
+                header,
+                control: p.control()?,
+            },
+            _ => PacketRepr::Data {
+                header,
+                stream: p.stream()?,
+                ext: p.data_ext()?,
+            },
         })
     }
 
@@ -190,19 +210,35 @@ impl PacketRepr {
         for (i, b) in (0..usize::from(a.count)).zip(blocks.iter_mut()) {
             *b = p.ack_block(i)?;
         }
-        Ok(PacketRepr::Ack { header, ack: AckRepr { rate_hint: a.rate_hint, ack_delay: a.ack_delay, count: a.count, blocks } })
+        Ok(PacketRepr::Ack {
+            header,
+            ack: AckRepr {
+                rate_hint: a.rate_hint,
+                ack_delay: a.ack_delay,
+                count: a.count,
+                blocks,
+            },
+        })
     }
 
     /// Emits every header into `buf`; returns the header length. The type field
     /// is derived from the body.
     pub fn emit(&self, buf: &mut [u8]) -> Result<usize> {
         match self {
-            PacketRepr::Data { header, stream, ext } => {
+            PacketRepr::Data {
+                header,
+                stream,
+                ext,
+            } => {
                 let len = DataExt::header_len(ext.packet_type());
                 if buf.len() < len {
                     return Err(Error::Truncated);
                 }
-                Header { ty: ext.packet_type() as u8, ..*header }.emit(buf)?;
+                Header {
+                    ty: ext.packet_type() as u8,
+                    ..*header
+                }
+                .emit(buf)?;
                 stream.emit(buf)?;
                 ext.emit(buf)
             }
@@ -212,8 +248,17 @@ impl PacketRepr {
                 if buf.len() < len {
                     return Err(Error::Truncated);
                 }
-                Header { ty: PacketType::Ack as u8, ..*header }.emit(buf)?;
-                AckHeader { rate_hint: ack.rate_hint, ack_delay: ack.ack_delay, count }.emit(buf)?;
+                Header {
+                    ty: PacketType::Ack as u8,
+                    ..*header
+                }
+                .emit(buf)?;
+                AckHeader {
+                    rate_hint: ack.rate_hint,
+                    ack_delay: ack.ack_delay,
+                    count,
+                }
+                .emit(buf)?;
                 for (i, b) in (0..usize::from(count)).zip(ack.blocks.iter()) {
                     b.emit(buf, i)?;
                 }
@@ -223,14 +268,22 @@ impl PacketRepr {
                 if buf.len() < Nak::TOTAL_LEN {
                     return Err(Error::Truncated);
                 }
-                Header { ty: PacketType::Nak as u8, ..*header }.emit(buf)?;
+                Header {
+                    ty: PacketType::Nak as u8,
+                    ..*header
+                }
+                .emit(buf)?;
                 nak.emit(buf)
             }
             PacketRepr::Control { header, control } => {
                 if buf.len() < Control::TOTAL_LEN {
                     return Err(Error::Truncated);
                 }
-                Header { ty: PacketType::Control as u8, ..*header }.emit(buf)?;
+                Header {
+                    ty: PacketType::Control as u8,
+                    ..*header
+                }
+                .emit(buf)?;
                 control.emit(buf)
             }
         }
@@ -243,16 +296,35 @@ mod tests {
     use crate::wire::{ControlCode, Flags, NakCode};
 
     fn hdr() -> Header {
-        Header { ty: 0, flags: Flags(Flags::LAST), path: 2, dst_conn: 5, src_conn: 6, psn: 7 }
+        Header {
+            ty: 0,
+            flags: Flags(Flags::LAST),
+            path: 2,
+            dst_conn: 5,
+            src_conn: 6,
+            psn: 7,
+        }
     }
 
     // spec: MR-GEN-2, MR-WIRE-11
     #[test]
     fn data_roundtrip_with_payload() {
         let r = PacketRepr::Data {
-            header: Header { ty: PacketType::Send as u8, ..hdr() },
-            stream: StreamHeader { qpn: 1, msn: 2, ssn: 3, offset: 4 },
-            ext: DataExt::Send { rsn: 9, total_len: 10, imm: None },
+            header: Header {
+                ty: PacketType::Send as u8,
+                ..hdr()
+            },
+            stream: StreamHeader {
+                qpn: 1,
+                msn: 2,
+                ssn: 3,
+                offset: 4,
+            },
+            ext: DataExt::Send {
+                rsn: 9,
+                total_len: 10,
+                imm: None,
+            },
         };
         let mut b = [0u8; 64];
         let n = r.emit(&mut b).unwrap();
@@ -267,17 +339,52 @@ mod tests {
     // spec: MR-WIRE-15, MR-WIRE-16, MR-WIRE-17
     #[test]
     fn ack_nak_control_roundtrip() {
-        let mut ack = AckRepr { rate_hint: 100, ack_delay: 3, count: 2, ..Default::default() };
-        ack.blocks[1] = AckBlock { path: 3, dup_count: 6, ce_count: 4, cum_psn: 5, sack: [0x5a; 32] };
+        let mut ack = AckRepr {
+            rate_hint: 100,
+            ack_delay: 3,
+            count: 2,
+            ..Default::default()
+        };
+        ack.blocks[1] = AckBlock {
+            path: 3,
+            dup_count: 6,
+            ce_count: 4,
+            cum_psn: 5,
+            sack: [0x5a; 32],
+        };
         let reprs = [
-            PacketRepr::Ack { header: Header { ty: PacketType::Ack as u8, ..hdr() }, ack },
+            PacketRepr::Ack {
+                header: Header {
+                    ty: PacketType::Ack as u8,
+                    ..hdr()
+                },
+                ack,
+            },
             PacketRepr::Nak {
-                header: Header { ty: PacketType::Nak as u8, ..hdr() },
-                nak: Nak { path: 1, code: NakCode::Rnr, rnr_timer: 3, psn: 4, qpn: 5, msn: 6, ssn: 7 },
+                header: Header {
+                    ty: PacketType::Nak as u8,
+                    ..hdr()
+                },
+                nak: Nak {
+                    path: 1,
+                    code: NakCode::Rnr,
+                    rnr_timer: 3,
+                    psn: 4,
+                    qpn: 5,
+                    msn: 6,
+                    ssn: 7,
+                },
             },
             PacketRepr::Control {
-                header: Header { ty: PacketType::Control as u8, ..hdr() },
-                control: Control { code: ControlCode::PathFloor, path: 3, value: 1 },
+                header: Header {
+                    ty: PacketType::Control as u8,
+                    ..hdr()
+                },
+                control: Control {
+                    code: ControlCode::PathFloor,
+                    path: 3,
+                    value: 1,
+                },
             },
         ];
         for r in reprs {

@@ -54,7 +54,11 @@ impl UdHeader {
 
     /// The header's length on the wire.
     pub fn len(&self) -> usize {
-        if self.imm.is_some() { MAX_UD_HEADER_LEN } else { UD_HEADER_LEN }
+        if self.imm.is_some() {
+            MAX_UD_HEADER_LEN
+        } else {
+            UD_HEADER_LEN
+        }
     }
 
     /// Parses and validates a datagram; returns the header and the payload.
@@ -128,15 +132,28 @@ mod tests {
     // spec: MR-UD-1, MR-UD-2
     #[test]
     fn roundtrip_layout_and_payload() {
-        let h = UdHeader { dst_qpn: 0x12, src_qpn: 0xab_cdef, qkey: 0x1111_2222, imm: Some(7), solicited: true };
+        let h = UdHeader {
+            dst_qpn: 0x12,
+            src_qpn: 0xab_cdef,
+            qkey: 0x1111_2222,
+            imm: Some(7),
+            solicited: true,
+        };
         let mut b = [0u8; 40];
         assert_eq!(h.emit(&mut b), Ok(32));
         assert_eq!(&b[..4], &[VERSION_DRAFT0, UD_IMM, Flags::SOLICITED, 0]);
-        assert_eq!(&b[16..32], &[0, 0, 0, 0x12, 0, 0xab, 0xcd, 0xef, 0x11, 0x11, 0x22, 0x22, 0, 0, 0, 7]);
+        assert_eq!(
+            &b[16..32],
+            &[0, 0, 0, 0x12, 0, 0xab, 0xcd, 0xef, 0x11, 0x11, 0x22, 0x22, 0, 0, 0, 7]
+        );
         b[32..].copy_from_slice(b"payload!");
         assert!(UdHeader::is_ud(&b));
         assert_eq!(UdHeader::parse(&b), Ok((h, &b"payload!"[..])));
-        let plain = UdHeader { imm: None, solicited: false, ..h };
+        let plain = UdHeader {
+            imm: None,
+            solicited: false,
+            ..h
+        };
         assert_eq!(plain.emit(&mut b), Ok(28));
         assert_eq!(UdHeader::parse(&b[..28]), Ok((plain, &[][..])));
         // A connection never takes a datagram for one of its packets.
@@ -146,7 +163,13 @@ mod tests {
     // spec: MR-UD-2
     #[test]
     fn rejects_bad_input() {
-        let h = UdHeader { dst_qpn: 1, src_qpn: 2, qkey: 3, imm: Some(4), solicited: false };
+        let h = UdHeader {
+            dst_qpn: 1,
+            src_qpn: 2,
+            qkey: 3,
+            imm: Some(4),
+            solicited: false,
+        };
         let mut b = [0u8; 32];
         h.emit(&mut b).unwrap();
         assert_eq!(UdHeader::parse(&b[..31]), Err(Error::Truncated));
@@ -164,7 +187,14 @@ mod tests {
         let mut bad = b;
         bad[16] = 1;
         assert_eq!(UdHeader::parse(&bad), Err(Error::Malformed));
-        assert_eq!(UdHeader { dst_qpn: 1 << 24, ..h }.emit(&mut b), Err(Error::Malformed));
+        assert_eq!(
+            UdHeader {
+                dst_qpn: 1 << 24,
+                ..h
+            }
+            .emit(&mut b),
+            Err(Error::Malformed)
+        );
         assert_eq!(h.emit(&mut [0u8; 31]), Err(Error::Truncated));
     }
 }

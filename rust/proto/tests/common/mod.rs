@@ -3,14 +3,18 @@
 //! Test harness: two connections joined by a seeded lossy, reordering,
 //! duplicating in-memory link, with a virtual clock and a bounded drive loop.
 
-#![allow(dead_code, unreachable_pub, reason = "shared harness; each test binary uses a subset")]
+#![allow(
+    dead_code,
+    unreachable_pub,
+    reason = "shared harness; each test binary uses a subset"
+)]
 
 use metaroce_proto::constants::MIN_TRANSMIT_BUF;
-use metaroce_proto::{
-    AtomicOp, Completion, Config, Connection, Dest, Event, Instant, MemError, Memory, Payload, QpId, RxPayload,
-    WcStatus, WorkRequest,
-};
 use metaroce_proto::wire::Packet;
+use metaroce_proto::{
+    AtomicOp, Completion, Config, Connection, Dest, Event, Instant, MemError, Memory, Payload,
+    QpId, RxPayload, WcStatus, WorkRequest,
+};
 use std::collections::HashMap;
 
 /// Deterministic PRNG for the link.
@@ -31,7 +35,11 @@ impl TestRng {
         (self.next() % 1000) < u64::from(p_permille)
     }
     pub fn below(&mut self, n: u64) -> u64 {
-        if n == 0 { 0 } else { self.next() % n }
+        if n == 0 {
+            0
+        } else {
+            self.next() % n
+        }
     }
 }
 
@@ -65,11 +73,15 @@ impl Mem {
     /// Payload bytes for a transmit.
     pub fn gather(&mut self, p: &Payload) -> Vec<u8> {
         match *p {
-            Payload::Wr { wr_id, offset, len, .. } => {
+            Payload::Wr {
+                wr_id, offset, len, ..
+            } => {
                 let b = &self.local[&wr_id];
                 b[offset as usize..(offset + len) as usize].to_vec()
             }
-            Payload::Mr { rkey, va, len, .. } => self.mr_range(rkey, va, len as usize).unwrap().to_vec(),
+            Payload::Mr { rkey, va, len, .. } => {
+                self.mr_range(rkey, va, len as usize).unwrap().to_vec()
+            }
         }
     }
 }
@@ -80,11 +92,13 @@ impl Memory for Mem {
             Dest::Remote { rkey, va } => self.mr_range(rkey, va, data.len())?,
             Dest::Recv { wr_id, offset } => {
                 let b = self.recv.get_mut(&wr_id).ok_or(MemError::Invalid)?;
-                b.get_mut(offset as usize..offset as usize + data.len()).ok_or(MemError::Invalid)?
+                b.get_mut(offset as usize..offset as usize + data.len())
+                    .ok_or(MemError::Invalid)?
             }
             Dest::Local { wr_id, offset } => {
                 let b = self.local.get_mut(&wr_id).ok_or(MemError::Invalid)?;
-                b.get_mut(offset as usize..offset as usize + data.len()).ok_or(MemError::Invalid)?
+                b.get_mut(offset as usize..offset as usize + data.len())
+                    .ok_or(MemError::Invalid)?
             }
         };
         dst.copy_from_slice(data);
@@ -94,7 +108,11 @@ impl Memory for Mem {
 
     /// Places head and tail as one payload: validated as a whole before any byte lands.
     fn place_split(&mut self, qp: QpId, dest: Dest, data: RxPayload<'_>) -> Result<(), MemError> {
-        assert_eq!(data.tail as usize, self.tail.len(), "the tail the core names is the driver's");
+        assert_eq!(
+            data.tail as usize,
+            self.tail.len(),
+            "the tail the core names is the driver's"
+        );
         if data.tail == 0 {
             return self.place(qp, dest, data.head);
         }
@@ -116,7 +134,13 @@ impl Memory for Mem {
         let b = self.mr_range(rkey, va, 8)?;
         let old = u64::from_ne_bytes(b[..8].try_into().unwrap());
         let new = match op {
-            AtomicOp::CompareSwap { compare, swap } => if old == compare { swap } else { old },
+            AtomicOp::CompareSwap { compare, swap } => {
+                if old == compare {
+                    swap
+                } else {
+                    old
+                }
+            }
             AtomicOp::FetchAdd { add } => old.wrapping_add(add),
         };
         b.copy_from_slice(&new.to_ne_bytes());
@@ -151,7 +175,14 @@ pub struct LinkCfg {
 
 impl Default for LinkCfg {
     fn default() -> Self {
-        LinkCfg { loss: 0, dup: 0, ce: 0, latency: 5_000, jitter: 0, split: 0 }
+        LinkCfg {
+            loss: 0,
+            dup: 0,
+            ce: 0,
+            latency: 5_000,
+            jitter: 0,
+            split: 0,
+        }
     }
 }
 
@@ -195,8 +226,24 @@ impl Pair {
         cfg.local_conn_id = 0x2222;
         cfg.peer_conn_id = 0x1111;
         let b = Box::new(Connection::new(cfg, now, seed.wrapping_add(1)));
-        let node = |conn: Box<Connection>| Node { conn, mem: Mem::default(), completions: Vec::new(), events: Vec::new() };
-        Pair { nodes: [node(a), node(b)], now, link, rng: TestRng::new(seed), queue: Vec::new(), seq: 0, sent_packets: 0, dead_ports: Vec::new(), mute_b: false, clock_cap: None }
+        let node = |conn: Box<Connection>| Node {
+            conn,
+            mem: Mem::default(),
+            completions: Vec::new(),
+            events: Vec::new(),
+        };
+        Pair {
+            nodes: [node(a), node(b)],
+            now,
+            link,
+            rng: TestRng::new(seed),
+            queue: Vec::new(),
+            seq: 0,
+            sent_packets: 0,
+            dead_ports: Vec::new(),
+            mute_b: false,
+            clock_cap: None,
+        }
     }
 
     /// Opens QP `qpn` on both sides (node 0's qpn+100 talks to node 1's qpn+200).
@@ -224,10 +271,18 @@ impl Pair {
                 }
                 let copies = if self.rng.chance(self.link.dup) { 2 } else { 1 };
                 for _ in 0..copies {
-                    let at = self.now.as_nanos() + self.link.latency + self.rng.below(self.link.jitter + 1);
+                    let at = self.now.as_nanos()
+                        + self.link.latency
+                        + self.rng.below(self.link.jitter + 1);
                     let ce = self.rng.chance(self.link.ce);
                     self.seq += 1;
-                    self.queue.push(InFlight { at, seq: self.seq, to: 1 - i, ce, data: pkt.clone() });
+                    self.queue.push(InFlight {
+                        at,
+                        seq: self.seq,
+                        to: 1 - i,
+                        ce,
+                        data: pkt.clone(),
+                    });
                 }
             }
         }
@@ -269,7 +324,9 @@ impl Pair {
                 let at = p.data.len() - self.rng.below(payload as u64 + 1) as usize;
                 n.mem.tail = p.data[at..].to_vec();
                 let tail = n.mem.tail.len() as u32;
-                let _ = n.conn.handle_datagram_split(self.now, p.ce, &p.data[..at], tail, &mut n.mem);
+                let _ =
+                    n.conn
+                        .handle_datagram_split(self.now, p.ce, &p.data[..at], tail, &mut n.mem);
                 n.mem.tail.clear();
             } else {
                 let _ = n.conn.handle_datagram(self.now, p.ce, &p.data, &mut n.mem);
@@ -340,7 +397,10 @@ impl Pair {
                 );
                 eprintln!("  debug: {}", n.conn.debug_state());
             }
-            panic!("no completion after {max_steps} steps (livelock?) at t={:?}", self.now);
+            panic!(
+                "no completion after {max_steps} steps (livelock?) at t={:?}",
+                self.now
+            );
         }
     }
 }
@@ -352,7 +412,12 @@ pub fn pattern(seed: u64, len: usize) -> Vec<u8> {
 }
 
 pub fn wr(wr_id: u64, opcode: metaroce_proto::Opcode, len: u32) -> WorkRequest {
-    WorkRequest { wr_id, opcode, len, ..Default::default() }
+    WorkRequest {
+        wr_id,
+        opcode,
+        len,
+        ..Default::default()
+    }
 }
 
 pub fn ok(c: &Completion) -> bool {
@@ -362,5 +427,10 @@ pub fn ok(c: &Completion) -> bool {
 /// Runs `f` on a thread with a large stack: a `Connection` is a few hundred KiB
 /// and unoptimized builds keep several copies on the stack while building one.
 pub fn big_stack<F: FnOnce() + Send + 'static>(f: F) {
-    std::thread::Builder::new().stack_size(256 << 20).spawn(f).unwrap().join().unwrap();
+    std::thread::Builder::new()
+        .stack_size(256 << 20)
+        .spawn(f)
+        .unwrap()
+        .join()
+        .unwrap();
 }

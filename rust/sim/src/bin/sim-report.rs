@@ -45,7 +45,11 @@ struct Opts {
 }
 
 fn parse() -> Opts {
-    let mut o = Opts { seeds: 5, svg: Some("target/sim/goodput_vs_loss.svg".into()), bulk_bytes: 32 << 20 };
+    let mut o = Opts {
+        seeds: 5,
+        svg: Some("target/sim/goodput_vs_loss.svg".into()),
+        bulk_bytes: 32 << 20,
+    };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
         match a.as_str() {
@@ -53,7 +57,13 @@ fn parse() -> Opts {
                 o.seeds = 1;
                 o.bulk_bytes = 8 << 20;
             }
-            "--seeds" => o.seeds = args.next().and_then(|s| s.parse().ok()).unwrap_or(o.seeds).max(1),
+            "--seeds" => {
+                o.seeds = args
+                    .next()
+                    .and_then(|s| s.parse().ok())
+                    .unwrap_or(o.seeds)
+                    .max(1)
+            }
             "--svg" => o.svg = args.next(),
             "--no-svg" => o.svg = None,
             _ => {
@@ -108,7 +118,9 @@ fn cell(g: f64, base: f64, r: &RunResult) -> String {
 }
 
 fn rtts(t: Option<Time>) -> String {
-    t.map_or("never".into(), |t| format!("{:.0}", t as f64 / BASE_RTT_NS as f64))
+    t.map_or("never".into(), |t| {
+        format!("{:.0}", t as f64 / BASE_RTT_NS as f64)
+    })
 }
 
 fn us(t: Time) -> String {
@@ -150,7 +162,11 @@ fn main() {
     let mut meta_1pct = 0.0;
     let mut meta_star_1pct = 0.0;
     for &loss in &losses {
-        let mut row = vec![if loss == 0.0 { "0 (lossless)".to_string() } else { pct(loss) }];
+        let mut row = vec![if loss == 0.0 {
+            "0 (lossless)".to_string()
+        } else {
+            pct(loss)
+        }];
         for (i, (_, t, paths)) in configs.iter().enumerate() {
             let (g, r) = mean_bulk(*t, *paths, loss, 0, &o);
             if loss == 0.0 {
@@ -171,10 +187,27 @@ fn main() {
     println!("{}", table.markdown());
 
     // 2. Heavy reordering.
-    eprintln!("[{:5.1} s] goodput vs loss done", t0.elapsed().as_secs_f64());
-    let mut table = Table::new(&["reordering", "transport", "goodput", "vs lossless", "retransmitted", "timeouts"]);
-    for (kind, fifo) in [("across paths (each path FIFO)", true), ("within paths too (netem-like)", false)] {
-        for (i, (name, t, _)) in configs.iter().enumerate().filter(|(i, _)| [0, 2, 4, 6].contains(i)) {
+    eprintln!(
+        "[{:5.1} s] goodput vs loss done",
+        t0.elapsed().as_secs_f64()
+    );
+    let mut table = Table::new(&[
+        "reordering",
+        "transport",
+        "goodput",
+        "vs lossless",
+        "retransmitted",
+        "timeouts",
+    ]);
+    for (kind, fifo) in [
+        ("across paths (each path FIFO)", true),
+        ("within paths too (netem-like)", false),
+    ] {
+        for (i, (name, t, _)) in configs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| [0, 2, 4, 6].contains(i))
+        {
             let mut g = 0.0;
             let mut last = RunResult::default();
             for seed in 0..o.seeds {
@@ -188,7 +221,10 @@ fn main() {
                 name.to_string(),
                 format!("{g:.1} Gb/s{}", if last.ok() { "" } else { " FAIL" }),
                 pct(g / base[i]),
-                format!("{:.1}%", 100.0 * last.retransmitted_bytes() as f64 / last.bytes as f64),
+                format!(
+                    "{:.1}%",
+                    100.0 * last.retransmitted_bytes() as f64 / last.bytes as f64
+                ),
                 last.timeouts.to_string(),
             ]);
         }
@@ -230,14 +266,21 @@ fn main() {
             if b.faulty.ok() {
                 "all WRs completed".into()
             } else {
-                format!("FAILED after {:.0} ms ({})", b.faulty.elapsed_ns as f64 / 1e6, b.faulty.error.clone().unwrap_or("RETRY_EXC_ERR".into()))
+                format!(
+                    "FAILED after {:.0} ms ({})",
+                    b.faulty.elapsed_ns as f64 / 1e6,
+                    b.faulty.error.clone().unwrap_or("RETRY_EXC_ERR".into())
+                )
             },
         ]);
     }
     println!("## One of 8 paths blackholed mid-transfer (the busiest path, at 25% of the clean transfer time, for good)\n");
     println!("{}", table.markdown());
 
-    eprintln!("[{:5.1} s] reordering and blackhole done", t0.elapsed().as_secs_f64());
+    eprintln!(
+        "[{:5.1} s] reordering and blackhole done",
+        t0.elapsed().as_secs_f64()
+    );
     // 4. Incast.
     let mut table = Table::new(&[
         "incast",
@@ -252,7 +295,11 @@ fn main() {
         "result",
     ]);
     for (n, per_sender) in [(16usize, 2u64 << 20), (64, 512 << 10)] {
-        let per_sender = if o.bulk_bytes < (32 << 20) { per_sender / 4 } else { per_sender };
+        let per_sender = if o.bulk_bytes < (32 << 20) {
+            per_sender / 4
+        } else {
+            per_sender
+        };
         let mut fast_dcqcn = gbn_dcqcn();
         if let Transport::Gbn(g) = &mut fast_dcqcn {
             g.rto_ns = GbnConfig::ib_timeout_ns(8);
@@ -278,7 +325,11 @@ fn main() {
                 if r.run.ok() {
                     "ok".into()
                 } else {
-                    format!("{} of {n} QPs failed {}", r.run.failed_flows, r.run.error.clone().unwrap_or_default())
+                    format!(
+                        "{} of {n} QPs failed {}",
+                        r.run.failed_flows,
+                        r.run.error.clone().unwrap_or_default()
+                    )
                 },
             ]);
         }
@@ -296,18 +347,36 @@ fn main() {
 
     if let Some(path) = &o.svg {
         let xs: Vec<String> = losses.iter().map(|l| format!("{}%", l * 100.0)).collect();
-        let colors = ["#1f77b4", "#6baed6", "#9467bd", "#c5b0d5", "#d62728", "#ff9896", "#2ca02c", "#98df8a"];
+        let colors = [
+            "#1f77b4", "#6baed6", "#9467bd", "#c5b0d5", "#d62728", "#ff9896", "#2ca02c", "#98df8a",
+        ];
         let series: Vec<Series> = configs
             .iter()
             .zip(&curves)
             .zip(colors)
-            .map(|(((name, _, _), ys), color)| Series { name: name.to_string(), color, ys: ys.clone() })
+            .map(|(((name, _, _), ys), color)| Series {
+                name: name.to_string(),
+                color,
+                ys: ys.clone(),
+            })
             .collect();
-        let svg = svg_plot("Goodput vs loss (relative to lossless)", "loss rate", "% of lossless goodput", &xs, 100.0, &series);
+        let svg = svg_plot(
+            "Goodput vs loss (relative to lossless)",
+            "loss rate",
+            "% of lossless goodput",
+            &xs,
+            100.0,
+            &series,
+        );
         let dir = std::path::Path::new(path).parent();
-        if dir.is_none_or(|d| d.as_os_str().is_empty() || std::fs::create_dir_all(d).is_ok()) && std::fs::write(path, svg).is_ok() {
+        if dir.is_none_or(|d| d.as_os_str().is_empty() || std::fs::create_dir_all(d).is_ok())
+            && std::fs::write(path, svg).is_ok()
+        {
             println!("Plot: {path}\n");
         }
     }
-    println!("(simulated in {:.1} s of wall time)", t0.elapsed().as_secs_f64());
+    println!(
+        "(simulated in {:.1} s of wall time)",
+        t0.elapsed().as_secs_f64()
+    );
 }

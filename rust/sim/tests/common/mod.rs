@@ -54,16 +54,29 @@ pub fn mixed_flow(src: usize, dst: usize, count: usize, max_len: u32, seed: u64)
                 7..=8 => Op::Read,
                 _ => Op::FetchAdd,
             };
-            let len = if op == Op::FetchAdd { 8 } else { 1 + r.below(u64::from(max_len)) as u32 };
+            let len = if op == Op::FetchAdd {
+                8
+            } else {
+                1 + r.below(u64::from(max_len)) as u32
+            };
             MsgSpec { op, len }
         })
         .collect();
-    FlowSpec { src, dst, msgs, verify: true }
+    FlowSpec {
+        src,
+        dst,
+        msgs,
+        verify: true,
+    }
 }
 
 /// Limits for tests: the stall bound is far above any RTO the core uses.
 pub fn limits() -> DriveLimits {
-    DriveLimits { stall_ns: 500 * MS, max_events: 5_000_000, max_time: 20_000 * MS }
+    DriveLimits {
+        stall_ns: 500 * MS,
+        max_events: 5_000_000,
+        max_time: 20_000 * MS,
+    }
 }
 
 /// Drives `w` and asserts every flow completed correctly; returns the finish time.
@@ -82,9 +95,16 @@ pub fn drive_ok(w: &mut World, what: &str) -> Time {
 
 /// Runs one mixed flow each way between two hosts over `paths` paths with `faults`.
 pub fn run_pair(paths: u8, faults: Faults, seed: u64, count: usize, max_len: u32) -> World {
-    let mut w = build_world(faulty_pair(paths as usize, faults), Transport::meta(paths), seed);
+    let mut w = build_world(
+        faulty_pair(paths as usize, faults),
+        Transport::meta(paths),
+        seed,
+    );
     w.add_flow(mixed_flow(0, 1, count, max_len, seed));
     w.add_flow(mixed_flow(1, 0, count / 2, max_len, seed ^ 0xBEEF));
-    drive_ok(&mut w, &format!("paths {paths} faults {faults:?} seed {seed}"));
+    drive_ok(
+        &mut w,
+        &format!("paths {paths} faults {faults:?} seed {seed}"),
+    );
     w
 }
