@@ -6,6 +6,7 @@
 #   make dkms       register the sources with DKMS (rebuilt for every new kernel)
 #   make demo       the main job: build, boot the VM, create devices, show them
 #   make check      everything: core tests, module build, VM selftests
+#   make fmt        format every Rust file as the kernel does (rustfmt.toml)
 #   make sim        the deterministic simulator's results table
 #   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
 #                   benchmark kernel (no lockdep; built once, like the test kernel)
@@ -23,7 +24,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check test-core test-vm sim bench vm clean install dkms
+.PHONY: all modules setup kernel demo check test-core test-vm sim bench vm clean install dkms fmt
 all: modules
 
 setup:
@@ -56,6 +57,9 @@ test-vm: modules
 
 check: setup
 	@scripts/check.sh
+
+fmt: setup
+	@scripts/check-format.sh --fix
 
 sim: setup
 	cargo run --release --quiet -p metaroce-sim --bin sim-report

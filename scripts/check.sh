@@ -39,6 +39,7 @@ lint_layers() {
 run_step "layering lint (drivers/ is safe Rust)" lint_layers
 run_step "spec IDs unique and tracked" Documentation/metaroce/spec-ids.sh
 run_step "docs parse (docutils, warnings are errors)" scripts/check-docs.sh
+run_step "rustfmt --check (the kernel's settings)" scripts/check-format.sh
 run_step "cache paths independent of what is installed" scripts/check-cache-keys.sh
 run_step "cargo test (protocol core, simulator)" cargo test --workspace --quiet
 run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20

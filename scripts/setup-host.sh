@@ -16,7 +16,7 @@ done_() { key "${@:2}" > "$(stamp "$1")"; }
 
 APT_PKGS=(
 	# Rust for the kernel: rustc with rust-src, LLVM matching its own (22)
-	rustc-web rust-web-src libstd-rust-web-dev
+	rustc-web rust-web-src libstd-rust-web-dev rustfmt-web
 	clang-22 lld-22 llvm-22 libclang-22-dev
 	# kernel build tools
 	make gcc flex bison libelf-dev libssl-dev bc cpio dwarves kmod rsync xz-utils
