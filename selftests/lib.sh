@@ -59,7 +59,7 @@ ktap_finished() {
 
 # Reads a kernel log on stdin; true if it shows an oops, warning or lock problem.
 kernel_splat() {
-	grep -Eq 'Oops|BUG:|WARNING:|KASAN|UBSAN|general protection|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|blocked for more than|soft lockup|refcount_t:|list_(add|del) corruption|non-static key'
+	grep -Eq 'Oops|BUG:|WARNING:|KASAN|UBSAN|general protection|possible circular locking|possible recursive locking|inconsistent lock state|suspicious RCU usage|blocked for more than|soft lockup|refcount_t:|list_(add|del) corruption|non-static key|work func [^ ]*metaroce[^ ]* enqueued on deprecated'
 }
 
 # fail MESSAGE: prints why a test fails and returns KSFT_FAIL.

@@ -7,6 +7,16 @@ use crate::bindings;
 use kernel::cpu::CpuId;
 use kernel::workqueue::{Queue, RawWorkItem, Work};
 
+/// The per-CPU system workqueue (`system_percpu_wq`), the one `schedule_work()` uses.
+///
+/// The kernel crate's `workqueue::system()` returns `system_wq`, which this kernel marks
+/// deprecated (it warns once when work is queued on it); this is its replacement.
+pub fn system_percpu() -> &'static Queue {
+    // SAFETY: `system_percpu_wq` is a C global, set up before any module loads and
+    // never freed.
+    unsafe { Queue::from_raw(kernel::bindings::system_percpu_wq) }
+}
+
 /// Waits until the last queueing of `work` has finished executing; returns `true` if
 /// it had to wait.
 ///

@@ -13,13 +13,13 @@ use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
     sync::{aref::ARef, Arc, Mutex, SpinLock},
-    workqueue,
 };
 use rdma::{
     device::{Device, Mtu},
     qp::{mask, ModifyQp, Qp, QpAttributes, QpEvent, QpInit, QpState, QpType},
     restrack::ResourceAttrs,
     sync::SpinLockBh,
+    work,
 };
 
 /// The driver's state of one QP.
@@ -182,7 +182,7 @@ pub(crate) fn on_send_doorbell(
             // does): its datagrams go out from a work item.
             QpState::Rts if qp.is_kernel() => {
                 let (dev, qp) = (ARef::from(dev), qp.clone());
-                workqueue::system()
+                work::system_percpu()
                     .try_spawn(GFP_ATOMIC, move || crate::ud::on_send_doorbell(&dev, &qp))
                     .map_err(|_| ENOMEM)?;
             }
