@@ -134,10 +134,10 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         // SAFETY: CQs of our device, held by the core for the QP's life.
         let (send_cq, recv_cq) =
             unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
-        // SAFETY: An SRQ of our device, held by the core for the QP's life.
         let srq = if init.srq.is_null() {
             None
         } else {
+            // SAFETY: An SRQ of our device, held by the core for the QP's life.
             Some(unsafe { SrqObject::get(init.srq)? })
         };
         if srq.is_some() {
