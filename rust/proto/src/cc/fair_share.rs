@@ -64,14 +64,21 @@ impl<const N: usize> FairShare<N> {
 
     /// Each active sender's share in bytes per second.
     pub fn share_bps(&self, now: Instant) -> u64 {
-        let n = self.active(now);
-        let cap = if n >= 2 {
-            self.capacity_bps.saturating_mul(self.headroom_permille) / 1000
-        } else {
-            self.capacity_bps
-        };
-        cap / n.max(1)
+        share_bps(self.capacity_bps, self.active(now), self.headroom_permille)
     }
+}
+
+/// Each of `active` senders' share of `capacity_bps` (bytes/s), handing out
+/// `headroom_permille` / 1000 of it while two or more are active ([MR-CC-12],
+/// [MR-CC-14]); the whole capacity to one sender or none. For a receiver that
+/// counts its active senders itself (the driver, across CPUs).
+pub fn share_bps(capacity_bps: u64, active: u64, headroom_permille: u64) -> u64 {
+    let cap = if active >= 2 {
+        capacity_bps.saturating_mul(headroom_permille.min(1000)) / 1000
+    } else {
+        capacity_bps
+    };
+    cap / active.max(1)
 }
 
 #[cfg(test)]
@@ -87,6 +94,18 @@ mod tests {
         f.on_receive(9, Instant::from_nanos(20));
         assert_eq!(f.share_bps(Instant::from_nanos(50)), 500);
         assert_eq!(f.share_bps(Instant::from_nanos(115)), 1000);
+    }
+
+    // spec: MR-CC-12, MR-CC-14
+    #[test]
+    fn share_of_counted_senders() {
+        // 40 Mbit/s = 5 MB/s among 2 and 3 senders, 95% handed out.
+        assert_eq!(share_bps(5_000_000, 0, 950), 5_000_000);
+        assert_eq!(share_bps(5_000_000, 1, 950), 5_000_000);
+        assert_eq!(share_bps(5_000_000, 2, 950), 2_375_000);
+        assert_eq!(share_bps(5_000_000, 3, 950), 1_583_333);
+        assert_eq!(share_bps(u64::MAX, u64::MAX, u64::MAX), 0);
+        assert_eq!(share_bps(0, 4, 950), 0);
     }
 
     // spec: MR-CC-14

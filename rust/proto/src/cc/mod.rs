@@ -12,7 +12,7 @@ mod aimd;
 mod fair_share;
 
 pub use aimd::{Aimd, AimdConfig};
-pub use fair_share::FairShare;
+pub use fair_share::{share_bps, FairShare};
 
 use crate::timer::Instant;
 

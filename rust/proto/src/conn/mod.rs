@@ -511,6 +511,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.paths.get(path).map(|p| p.stats)
     }
 
+    /// A snapshot of `path`: port, state, window, RTT, bytes in flight, counters.
+    pub fn path_view(&self, path: usize) -> Option<crate::path::PathView> {
+        let p = self.paths.get(path)?;
+        Some(crate::path::PathView::of(p, self.cc.path_window(path)))
+    }
+
     /// Current UDP source port of `path`.
     pub fn path_port(&self, path: usize) -> Option<u16> {
         self.paths.get(path).map(|p| p.sport)
@@ -550,6 +556,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// drop it before it queues it.
     pub fn peer_knows_us(&self) -> bool {
         self.peer_knows_us
+    }
+
+    /// The rate hint this side advertises in its ACKs, bytes/s (0 = none).
+    pub fn rate_hint(&self) -> u64 {
+        self.local_hint_bps
     }
 
     /// The peer's last rate hint for us, bytes/s (0 = none).

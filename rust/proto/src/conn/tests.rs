@@ -415,6 +415,54 @@ fn retirement_resets_backoff_and_reorder_threshold() {
     });
 }
 
+// spec: MR-PATH-5, MR-PATH-7
+#[test]
+fn path_view_follows_timeouts_retirement_and_recovery() {
+    use crate::path::PathState;
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        let v = n.c[0].path_view(0).unwrap();
+        assert_eq!(
+            (v.state, v.bytes_in_flight, v.srtt_ns),
+            (PathState::Active, 0, 0)
+        );
+        assert_eq!(v.sport, n.c[0].path_port(0).unwrap());
+        assert_eq!(v.window, n.c[0].cc().path_window(0));
+        assert!(n.c[0].path_view(MAX_PATHS).is_none());
+        n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
+        let _lost = n.out(0);
+        assert!(n.c[0].path_view(0).unwrap().bytes_in_flight > 0);
+        let (mut us, mut suspect) = (0, false);
+        while n.c[0].path_view(0).unwrap().stats.retired == 0 {
+            suspect |= n.c[0].path_view(0).unwrap().state == PathState::Suspect;
+            us += 100;
+            n.at(us);
+            let _ = n.out(0);
+            assert!(us < 1_000_000);
+        }
+        assert!(suspect, "a timeout makes the path suspect");
+        let v = n.c[0].path_view(0).unwrap();
+        assert_eq!(v.state, PathState::Retired);
+        assert_eq!(v.sport, n.c[0].path_port(0).unwrap());
+        assert!(v.stats.timeouts >= 2);
+        // The link works again: the data goes through and the new port is acknowledged.
+        while n.c[0].path_view(0).unwrap().state != PathState::Active {
+            us += 100;
+            n.at(us);
+            let a = n.out(0);
+            n.deliver(1, &a);
+            let b = n.out(1);
+            n.deliver(0, &b);
+            assert!(us < 2_000_000);
+        }
+        n.settle();
+        let v = n.c[0].path_view(0).unwrap();
+        assert_eq!((v.state, v.bytes_in_flight), (PathState::Active, 0));
+        assert!(v.srtt_ns > 0 && v.stats.acked > 0);
+        assert_eq!(n.completions(0)[0].status, WcStatus::Success);
+    });
+}
+
 // spec: MR-SACK-19, MR-PATH-10
 #[test]
 fn path_floor_clears_abandoned_holes() {

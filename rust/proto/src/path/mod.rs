@@ -13,8 +13,10 @@
 
 pub(crate) mod inflight;
 mod rtt;
+mod view;
 
 pub use rtt::RttEstimator;
+pub use view::{PathState, PathView};
 
 use crate::timer::Instant;
 use inflight::Inflight;
