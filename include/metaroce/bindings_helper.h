@@ -21,3 +21,4 @@
 #include "helpers.h"
 #include "net_helpers.h"
 #include "trace_helpers.h"
+#include "params.h"

@@ -31,6 +31,11 @@ unsigned int metaroce_netdev_addr(const struct net_device *ndev, u8 *buf, unsign
 bool metaroce_netdev_is_vlan(const struct net_device *ndev);
 /* netif_running() && netif_carrier_ok(): ib_get_curr_port_state() == ACTIVE. */
 bool metaroce_netdev_port_active(const struct net_device *ndev);
+/*
+ * __ethtool_get_link_ksettings() under RTNL (taken here: process context, RTNL not
+ * held): the link speed in Mb/s, 0 if unknown or on error.
+ */
+u32 metaroce_netdev_speed_mbps(struct net_device *ndev);
 
 /* rdma/ib_verbs.h */
 bool metaroce_ib_device_try_get(struct ib_device *dev);

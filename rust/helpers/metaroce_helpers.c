@@ -3,9 +3,11 @@
  * C helpers for the Rust abstractions in rust/rdma: one line each, wrapping a
  * static inline function or macro of the kernel headers.
  */
+#include <linux/ethtool.h>
 #include <linux/if_vlan.h>
 #include <linux/netdevice.h>
 #include <linux/overflow.h>
+#include <linux/rtnetlink.h>
 #include <linux/highmem.h>
 #include <linux/scatterlist.h>
 #include <linux/sched.h>
@@ -73,6 +75,20 @@ bool metaroce_netdev_is_vlan(const struct net_device *ndev)
 bool metaroce_netdev_port_active(const struct net_device *ndev)
 {
 	return netif_running(ndev) && netif_carrier_ok(ndev);
+}
+
+u32 metaroce_netdev_speed_mbps(struct net_device *ndev)
+{
+	struct ethtool_link_ksettings ks;
+	u32 speed = 0;
+	int err;
+
+	rtnl_lock();
+	err = __ethtool_get_link_ksettings(ndev, &ks);
+	rtnl_unlock();
+	if (!err && ks.base.speed != SPEED_UNKNOWN)
+		speed = ks.base.speed;
+	return speed;
 }
 
 bool metaroce_ib_device_try_get(struct ib_device *dev)

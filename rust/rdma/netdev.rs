@@ -111,6 +111,16 @@ impl NetDevice {
         // SAFETY: The device is live (type invariant).
         unsafe { bindings::metaroce_netdev_port_active(self.as_raw()) }
     }
+
+    /// The link speed in Mb/s (ethtool's), `None` if unknown. Takes RTNL: process
+    /// context only, never with RTNL held (not from a netdev notifier).
+    pub fn link_speed_mbps(&self) -> Option<u32> {
+        kernel::task::might_sleep();
+        // SAFETY: The device is live (type invariant); the helper takes and releases
+        // RTNL itself, and the caller holds no RTNL and may sleep (documented above).
+        let mbps = unsafe { bindings::metaroce_netdev_speed_mbps(self.as_raw()) };
+        (mbps != 0).then_some(mbps)
+    }
 }
 
 /// A netdevice notifier event that a driver may act on.

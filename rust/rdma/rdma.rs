@@ -23,6 +23,7 @@ pub mod link;
 pub mod mmap;
 pub mod mr;
 pub mod netdev;
+pub mod params;
 pub mod qp;
 pub mod queue;
 pub mod quota;

@@ -155,6 +155,8 @@ struct ConnState {
     valid_rx: u64,
     /// The probe of the peer in progress.
     probe: Option<Probe>,
+    /// Payload bytes the core placed so far (its `rx_bytes`), as of the last run.
+    placed: u64,
 }
 
 /// A connection and its execution context.
@@ -198,6 +200,9 @@ pub(crate) struct ConnCtx {
     probe_req: Atomic<bool>,
     /// A probe of the peer is in progress.
     probing: Atomic<bool>,
+    /// When a run last placed data of the peer ([`rdma::clock::local_ns`]; 0 never):
+    /// the peer is an active sender for the device's rate hint.
+    data_at: Atomic<u64>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
@@ -285,6 +290,7 @@ impl ConnCtx {
             dead: false,
             valid_rx: 0,
             probe: None,
+            placed: 0,
         };
         let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL_ACCOUNT)?;
         // As if the peer had just been heard from (`epoch` names the field inside).
@@ -309,6 +315,7 @@ impl ConnCtx {
                 heard_at: Atomic::new(born),
                 probe_req: Atomic::new(false),
                 probing: Atomic::new(false),
+                data_at: Atomic::new(0),
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
@@ -437,6 +444,47 @@ impl ConnCtx {
         for b in st.qps.iter().flatten() {
             b.write_state(f)?;
             writeln!(f)?;
+        }
+        Ok(())
+    }
+
+    /// The connection's lines of the `paths` debugfs file: its rate hints, then each
+    /// path as the sender sees it (Documentation/metaroce/driver.rst, "Paths").
+    pub(crate) fn write_paths(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.state.lock();
+        let c = &st.conn;
+        writeln!(
+            f,
+            "conn {:#010x} peer {} hint_out {} hint_in {}",
+            self.local_id,
+            self.peer,
+            c.rate_hint(),
+            c.peer_rate_hint()
+        )?;
+        for i in 0..usize::from(c.config().paths) {
+            let Some(p) = c.path_view(i) else {
+                break;
+            };
+            let s = &p.stats;
+            writeln!(
+                f,
+                "conn {:#010x} peer {} path {} sport {} state {} cwnd {} srtt_us {} inflight {} \
+                 sent {} retx {} lost {} timeouts {} ecn {} retired {}",
+                self.local_id,
+                self.peer,
+                i,
+                p.sport,
+                p.state.name(),
+                p.window,
+                p.srtt_ns / 1000,
+                p.bytes_in_flight,
+                s.sent,
+                s.retransmitted,
+                s.lost,
+                s.timeouts,
+                s.ecn_marks,
+                s.retired
+            )?;
         }
         Ok(())
     }
@@ -739,6 +787,7 @@ impl ConnCtx {
             conn.handle_timeout(now);
         }
         self.watch_peer(dev, now, st);
+        self.share_rate(dev, st);
         let ConnState {
             conn,
             qps,
@@ -822,6 +871,23 @@ impl ConnCtx {
             self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
         }
         self.probing.store(st.probe.is_some(), Relaxed);
+    }
+
+    /// Notes whether the peer delivered data, and sets the rate hint of the ACKs to
+    /// send: the device's fair share (spec [MR-CC-12]; [`crate::rate_hint`]).
+    fn share_rate(&self, dev: &Device<MetaRoceDriver>, st: &mut ConnState) {
+        let placed = st.conn.stats().rx_bytes;
+        if placed != st.placed {
+            st.placed = placed;
+            self.data_at.store(rdma::clock::local_ns(), Relaxed);
+        }
+        let hint = dev.data().net().engine().rate_hint();
+        st.conn.set_rate_hint(hint);
+    }
+
+    /// When a run last placed data of the peer ([`rdma::clock::local_ns`]; 0 never).
+    pub(crate) fn data_at(&self) -> u64 {
+        self.data_at.load(Relaxed)
     }
 
     /// Sends a CONTROL `OPEN` to the peer's connection id (spec [MR-CONN-8]: a live

@@ -16,6 +16,7 @@
 use crate::conn::ConnCtx;
 use crate::device::MetaRoceDriver;
 use crate::net::NetCounters;
+use crate::rate_hint::RateShare;
 use core::{
     fmt,
     net::{IpAddr, Ipv4Addr, Ipv6Addr},
@@ -160,6 +161,8 @@ pub(crate) struct Engine {
     /// The budget of datagrams with `dst_conn` 0 (`open_rate`, [`OPEN_BURST`]).
     #[pin]
     open_budget: SpinLockIrq<TokenBucket>,
+    /// The inbound capacity shared among the peers (rate hints).
+    rate: RateShare,
 }
 
 /// Datagrams with `dst_conn` 0 (a peer opening a connection, before it has our id) a
@@ -219,6 +222,7 @@ impl Engine {
         counters: Arc<NetCounters>,
     ) -> Result<Arc<Self>> {
         let (id, ndev) = (netdev.id(), rdma::netdev::hold(netdev));
+        let rate = RateShare::new(netdev.link_speed_mbps());
         Arc::pin_init(
             pin_init!(Self {
                 registry,
@@ -233,6 +237,7 @@ impl Engine {
                     OPEN_BURST,
                     Instant::from_nanos(rdma::clock::local_ns()),
                 )),
+                rate,
             }),
             GFP_KERNEL,
         )
@@ -259,6 +264,31 @@ impl Engine {
             c.write_state(f)?;
         }
         Ok(())
+    }
+
+    /// Writes every open connection's rate hints and paths (the `paths` debugfs file).
+    pub(crate) fn write_paths(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut conns = KVec::new();
+        for c in self.conns.lock().iter().filter(|c| !c.is_closed()) {
+            conns.push(c.clone(), GFP_ATOMIC).map_err(|_| fmt::Error)?;
+        }
+        for c in &conns {
+            c.write_paths(f)?;
+        }
+        Ok(())
+    }
+
+    /// The rate hint (bytes/s, 0 = none) for the ACKs the device's connections send
+    /// now (spec [MR-CC-12], [MR-CC-14]; [`RateShare`]). Any context; called with a
+    /// connection's lock held, it takes the table's lock after it.
+    pub(crate) fn rate_hint(&self) -> u64 {
+        self.rate.hint(rdma::clock::local_ns(), |since| {
+            let conns = self.conns.lock();
+            let active = conns
+                .iter()
+                .filter(|c| !c.is_closed() && c.data_at() >= since);
+            active.count() as u64
+        })
     }
 
     /// Hands a received datagram to its connection (softirq context).

@@ -219,6 +219,7 @@ pub(crate) struct DeviceNet {
     tunnel: TunnelRef<Demux>,
     _xmit: Pin<KBox<debugfs::File<DeviceLookup>>>,
     _conns: Pin<KBox<debugfs::File<DeviceLookup>>>,
+    _paths: Pin<KBox<debugfs::File<DeviceLookup>>>,
     _dir: Dir,
 }
 
@@ -257,6 +258,17 @@ impl DeviceNet {
             ),
             GFP_KERNEL,
         )?;
+        let paths = KBox::pin_init(
+            dir.read_callback_file(
+                c"paths",
+                DeviceLookup {
+                    registry: registry.clone(),
+                    netdev: netdev.id(),
+                },
+                &paths_show,
+            ),
+            GFP_KERNEL,
+        )?;
         // Last, so that nothing fails after the device can receive.
         tunnel.handler().insert(netdev.id(), engine.clone())?;
         Ok(Self {
@@ -265,6 +277,7 @@ impl DeviceNet {
             tunnel,
             _xmit: xmit,
             _conns: conns,
+            _paths: paths,
             _dir: dir,
         })
     }
@@ -420,6 +433,16 @@ fn xmit_write(file: &DeviceLookup, reader: &mut UserSliceReader) -> Result {
 fn conns_show(file: &DeviceLookup, f: &mut fmt::Formatter<'_>) -> fmt::Result {
     match file.registry.get_by_netdev(file.netdev) {
         Some(dev) => dev.data().net().engine().write_conns(f),
+        None => writeln!(f, "no device"),
+    }
+}
+
+/// Reading `/sys/kernel/debug/metaroce/DEV/paths` shows each open connection's rate
+/// hints and the state of each of its paths, one line each (see
+/// Documentation/metaroce/driver.rst, "Paths").
+fn paths_show(file: &DeviceLookup, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+    match file.registry.get_by_netdev(file.netdev) {
+        Some(dev) => dev.data().net().engine().write_paths(f),
         None => writeln!(f, "no device"),
     }
 }

@@ -1,0 +1,17 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * The module parameters that may change while the module runs (mode 0644): the
+ * Rust `module!` macro makes read-only ones only. Implementations:
+ * rust/helpers/params.c; read through rust/rdma/params.rs.
+ */
+#ifndef METAROCE_PARAMS_H
+#define METAROCE_PARAMS_H
+
+#include <linux/types.h>
+
+/* rx_capacity_mbps: a device's inbound capacity for rate hints, 0 = its netdev's speed. */
+u32 metaroce_param_rx_capacity_mbps(void);
+/* rate_hints: whether ACKs carry the receiver's fair-share rate hint. */
+bool metaroce_param_rate_hints(void);
+
+#endif /* METAROCE_PARAMS_H */

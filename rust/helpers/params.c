@@ -1,0 +1,29 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Module parameters writable at run time (/sys/module/metaroce/parameters/), read
+ * with READ_ONCE wherever the driver needs them.
+ */
+#include <linux/compiler.h>
+#include <linux/moduleparam.h>
+
+#include "../../include/metaroce/params.h"
+
+static unsigned int rx_capacity_mbps;
+module_param(rx_capacity_mbps, uint, 0644);
+MODULE_PARM_DESC(rx_capacity_mbps,
+		 "Inbound capacity in Mb/s a device shares among the peers sending to it (rate hints in ACKs); 0 = the netdev's link speed when the device was created (no hint if unknown)");
+
+static bool rate_hints = true;
+module_param(rate_hints, bool, 0644);
+MODULE_PARM_DESC(rate_hints,
+		 "Put the receiver's fair-share rate hint in every ACK (N: every ACK carries hint 0)");
+
+u32 metaroce_param_rx_capacity_mbps(void)
+{
+	return READ_ONCE(rx_capacity_mbps);
+}
+
+bool metaroce_param_rate_hints(void)
+{
+	return READ_ONCE(rate_hints);
+}

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: GPL-2.0
+
+//! The module parameters writable at run time (`/sys/module/metaroce/parameters/`),
+//! defined in C (rust/helpers/params.c): the `module!` macro's are read-only.
+
+/// `rx_capacity_mbps`: a device's inbound capacity for rate hints in Mb/s, 0 = its
+/// netdev's link speed.
+pub fn rx_capacity_mbps() -> u32 {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_rx_capacity_mbps() }
+}
+
+/// `rate_hints`: whether ACKs carry the receiver's fair-share rate hint.
+pub fn rate_hints() -> bool {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_rate_hints() }
+}
