@@ -1,0 +1,205 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# The receiver's fair-share rate hint (spec MR-CC-11, MR-CC-12, MR-CC-14): 2, then 3,
+# sender namespaces stream ib_write_bw into one receiver namespace, all on one bridge
+# (namespace SW). The receiver's capacity is set low (rx_capacity_mbps=$CAP_MBPS), so
+# each sender's hint_in (the `paths` debugfs file) must be CAP x 0.95 / N, rounded up
+# to the wire's 1 Mb/s unit, and its measured bandwidth at most that (+$TOL_PCT%).
+# With rate_hints=N every ACK carries hint 0. Last, rc_integrity.py checks every byte
+# of a random RC workload between the receiver and a sender under the hint.
+
+. "$(dirname "$0")/lib.sh"
+
+CAP_MBPS=${CAP_MBPS:-40}
+TOL_PCT=${TOL_PCT:-15}
+DUR=6             # seconds of each ib_write_bw
+SIZE=65536
+TO=120
+PORT=18900
+DBG=/sys/kernel/debug/metaroce
+PARAMS=/sys/module/metaroce/parameters
+RI="$(dirname "$(readlink -f "$0")")/rc_integrity.py"
+LOG=$(mktemp -d /tmp/rate_hint.XXXXXX)
+IPR=198.18.0.1
+
+cleanup() {
+	[ -w $PARAMS/rx_capacity_mbps ] && echo 0 > $PARAMS/rx_capacity_mbps
+	[ -w $PARAMS/rate_hints ] && echo Y > $PARAMS/rate_hints
+	cleanup_devices_and_ns
+	rm -rf "$LOG"
+}
+trap cleanup EXIT
+
+# ip_of I: the address of sender I (1..3).
+ip_of() { echo "198.18.0.$(($1 + 1))"; }
+
+# setup: namespace NSR (receiver, mroce0 on vethR) and NS1..NS3 (senders, mroceI on
+# vethI), each veth's other end on the bridge in NSSW.
+setup() {
+	local i ns
+	load_metaroce || return 1
+	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug || return 1
+	setup_ns NSSW NSR NS1 NS2 NS3 || return 1
+	ip -n "$NSSW" link add br0 type bridge || return 1
+	ip -n "$NSSW" link set br0 up
+	for i in R 1 2 3; do
+		ns=NS$i
+		ip link add "veth$i" netns "${!ns}" type veth peer name "sw$i" netns "$NSSW" || return 1
+		ip -n "$NSSW" link set "sw$i" master br0 up
+		if [ $i = R ]; then
+			ip -n "${!ns}" addr add $IPR/24 dev "veth$i"
+		else
+			ip -n "${!ns}" addr add "$(ip_of $i)/24" dev "veth$i"
+		fi
+		ip -n "${!ns}" link set "veth$i" up
+	done
+	ip netns exec "$NSR" rdma link add mroce0 type metaroce netdev vethR || return 1
+	for i in 1 2 3; do
+		ns=NS$i
+		ip netns exec "${!ns}" rdma link add "mroce$i" type metaroce netdev "veth$i" || return 1
+	done
+	busywait 10000 sh -c "ip netns exec $NSR ibv_devinfo -v -d mroce0 | grep -q '::ffff:$IPR'" || return 1
+	GR=$(gid_index "$NSR" mroce0 $IPR)
+	for i in 1 2 3; do
+		ns=NS$i
+		busywait 10000 sh -c "ip netns exec ${!ns} ibv_devinfo -v -d mroce$i | grep -q '::ffff:$(ip_of $i)'" || return 1
+		eval "G$i=$(gid_index "${!ns}" "mroce$i" "$(ip_of $i)")"
+	done
+	echo "$CAP_MBPS" > $PARAMS/rx_capacity_mbps || return 1
+	ktap_print_msg "receiver mroce0 ($IPR) and senders mroce1..3 on one bridge; rx_capacity_mbps=$CAP_MBPS"
+}
+
+listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
+
+# streams N: N senders (mroce1..N) run ib_write_bw into mroce0 at once for $DUR s; while
+# they run, the `paths` files are read into $LOG/paths.I (senders) and $LOG/paths.R.
+# The clients' outputs are in $LOG/cli.I.
+streams() {
+	local n=$1 i ns pids=() rc=0 g
+	for i in $(seq "$n"); do
+		ip netns exec "$NSR" timeout $TO ib_write_bw -d mroce0 -x "$GR" -p $((PORT + i)) \
+			-s $SIZE -D $DUR > "$LOG/srv.$i" 2>&1 &
+		pids+=($!)
+	done
+	for i in $(seq "$n"); do
+		busywait 30000 listening "$NSR" $((PORT + i)) || { fail "server $i did not listen"; rc=1; }
+	done
+	for i in $(seq "$n"); do
+		ns=NS$i; g=G$i
+		ip netns exec "${!ns}" timeout $TO ib_write_bw -d "mroce$i" -x "${!g}" -p $((PORT + i)) \
+			-s $SIZE -D $DUR $IPR > "$LOG/cli.$i" 2>&1 &
+		pids+=($!)
+	done
+	# Mid-run: every stream has started and the hints have settled.
+	sleep $((DUR / 2 + 2))
+	cat $DBG/mroce0/paths > "$LOG/paths.R"
+	for i in $(seq "$n"); do
+		cat "$DBG/mroce$i/paths" > "$LOG/paths.$i"
+	done
+	for p in "${pids[@]}"; do
+		wait "$p" || rc=1
+	done
+	PORT=$((PORT + 10))
+	if [ $rc -ne 0 ]; then
+		for i in $(seq "$n"); do
+			sed "s/^/#   cli.$i: /" "$LOG/cli.$i" | tail -8
+			sed "s/^/#   srv.$i: /" "$LOG/srv.$i" | tail -4
+		done
+		fail "ib_write_bw failed"
+		return 1
+	fi
+}
+
+# hint_in I: the hint sender I got from the receiver (its `paths` file), bytes/s.
+hint_in() { awk -v p=$IPR '$1 == "conn" && $3 == "peer" && $4 == p && $5 == "hint_out" { print $8 }' "$LOG/paths.$1"; }
+
+# bw_bps I: sender I's average bandwidth, bytes/s (perftest's MB/sec are MiB/s).
+bw_bps() {
+	grep -E "^[[:space:]]*$SIZE[[:space:]]" "$LOG/cli.$1" | awk '{ printf "%d\n", $4 * 1048576 }'
+}
+
+# check_hints N: each of N senders got the expected hint and kept to it.
+check_hints() {
+	local n=$1 i want unit=125000 hint bw cap
+	cap=$((CAP_MBPS * unit))
+	want=$(( (cap * 950 / 1000 / n + unit - 1) / unit * unit ))
+	[ "$n" -eq 1 ] && want=$cap
+	sed 's/^/#   mroce0: /' "$LOG/paths.R" | cut -c1-200 | head -20
+	for i in $(seq "$n"); do
+		hint=$(hint_in "$i")
+		bw=$(bw_bps "$i")
+		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s (expected $want), ib_write_bw ${bw:-none} B/s"
+		[ "$hint" = "$want" ] || { sed "s/^/#   mroce$i: /" "$LOG/paths.$i" | cut -c1-200; fail "sender $i: hint_in $hint, expected $want"; return; }
+		[ -n "$bw" ] && [ "$bw" -gt 0 ] || { fail "sender $i: no bandwidth"; return; }
+		[ "$bw" -le $((hint * (100 + TOL_PCT) / 100)) ] \
+			|| { fail "sender $i: $bw B/s is more than its hint $hint + $TOL_PCT%"; return; }
+	done
+	# The receiver advertises the same share to each.
+	grep -q "^conn 0x[0-9a-f]* peer $(ip_of 1) hint_out $want hint_in " "$LOG/paths.R" \
+		|| { fail "mroce0 does not advertise $want to $(ip_of 1)"; return; }
+	return $KSFT_PASS
+}
+
+# test_paths_format: every line of the `paths` files parses.
+test_paths_format() {
+	local f bad
+	for f in "$LOG"/paths.*; do
+		bad=$(grep -vE '^conn 0x[0-9a-f]{8} peer [0-9a-f.:]+ (hint_out [0-9]+ hint_in [0-9]+|path [0-9]+ sport [0-9]+ state (active|suspect|retired) cwnd [0-9]+ srtt_us [0-9]+ inflight [0-9]+ sent [0-9]+ retx [0-9]+ lost [0-9]+ timeouts [0-9]+ ecn [0-9]+ retired [0-9]+)$' "$f")
+		[ -z "$bad" ] || { echo "$bad" | sed 's/^/#   /'; fail "unparsed lines in $f"; return; }
+	done
+	# Sender 1's eight paths, each with its own port, carried data.
+	[ "$(grep -c ' path [0-9]* sport ' "$LOG/paths.1")" -eq 8 ] || { fail "not 8 paths"; return; }
+	[ "$(awk '/ path / { print $8 }' "$LOG/paths.1" | sort -u | wc -l)" -eq 8 ] || { fail "ports not distinct"; return; }
+	awk '/ path / && $18 == 0 { bad = 1 } END { exit bad }' "$LOG/paths.1" || { fail "a path sent nothing"; return; }
+	sed 's/^/#   mroce1: /' "$LOG/paths.1"
+	return $KSFT_PASS
+}
+
+test_two() { streams 2 && check_hints 2; }
+test_three() { streams 3 && check_hints 3; }
+
+# test_hints_off: with rate_hints=N the senders get hint 0, and go faster than the hint.
+test_hints_off() {
+	local i hint bw
+	echo N > $PARAMS/rate_hints || { fail "cannot write rate_hints"; return; }
+	streams 2 || return
+	echo Y > $PARAMS/rate_hints
+	for i in 1 2; do
+		hint=$(hint_in "$i")
+		bw=$(bw_bps "$i")
+		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s, ib_write_bw ${bw:-none} B/s"
+		[ "$hint" = 0 ] || { fail "sender $i: hint_in $hint with rate_hints=N"; return; }
+	done
+	grep -q "hint_out 0 hint_in" "$LOG/paths.R" && ! grep -q "hint_out [1-9]" "$LOG/paths.R" \
+		|| { fail "mroce0 still advertises a hint"; return; }
+	return $KSFT_PASS
+}
+
+# test_integrity: every byte of a random RC workload between mroce0 and mroce1, while
+# the hints pace both sides.
+test_integrity() {
+	local out rc
+	out=$(ip netns exec "$NSR" timeout 300 /usr/bin/python3 "$RI" mroce0 mroce1 \
+		--batches 8 --big-every 4 --atomics 50 2>&1)
+	rc=$?
+	echo "$out" | tail -5 | sed 's/^/# /'
+	[ $rc -eq 0 ] || { fail "rc_integrity.py: exit $rc"; return; }
+	return $KSFT_PASS
+}
+
+ktap_print_header
+ktap_set_plan 5
+if ! setup; then
+	for t in "2 senders" "3 senders" "paths format" "rate_hints=N" "integrity"; do
+		ktap_result $KSFT_FAIL "$t: setup failed"
+	done
+	ktap_finished
+	exit
+fi
+ktap_test "2 senders: hint_in = ${CAP_MBPS} Mb/s x 0.95 / 2 each, bandwidth within it" test_two
+ktap_test "3 senders: hint_in = ${CAP_MBPS} Mb/s x 0.95 / 3 each, bandwidth within it" test_three
+ktap_test "paths file: every line parses, 8 paths with their own ports carry data" test_paths_format
+ktap_test "rate_hints=N: every ACK carries hint 0" test_hints_off
+ktap_test "byte-exact RC data under the hint (rc_integrity.py)" test_integrity
+ktap_finished
