@@ -60,6 +60,11 @@ pub trait Endpoint {
     fn stats(&self) -> EndpointStats;
     /// Completions reported so far (progress for livelock detection).
     fn completions(&self) -> u64;
+    /// The UDP source ports this host's paths to `peer` use now (none if the
+    /// transport has no paths).
+    fn path_ports(&self, _peer: HostId) -> Vec<u16> {
+        Vec::new()
+    }
     /// Payload bytes placed into this host's memory from packets of `peer`
     /// (first copies only).
     fn placed_from(&self, peer: HostId) -> u64;

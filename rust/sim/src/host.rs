@@ -407,6 +407,13 @@ impl Endpoint for MetaHost {
         self.flows.get(&flow).map(|f| &f.log)
     }
 
+    fn path_ports(&self, peer: HostId) -> Vec<u16> {
+        self.connection(peer).map_or_else(Vec::new, |c| {
+            let n = usize::from(c.config().paths);
+            (0..n).filter_map(|i| c.path_port(i)).collect()
+        })
+    }
+
     fn memory(&self) -> &HostMemory {
         &self.mem
     }

@@ -82,11 +82,14 @@ impl Network {
 
     /// The core path the switch's ECMP hash picks for `d`'s 5-tuple.
     pub fn ecmp_path(&self, d: &Datagram) -> usize {
+        self.ecmp_link(d.src, d.dst, d.sport, d.dport)
+    }
+
+    /// The core path the switch's ECMP hash picks for a 5-tuple.
+    pub fn ecmp_link(&self, src: HostId, dst: HostId, sport: u16, dport: u16) -> usize {
         let k = self.paths().max(1) as u64;
-        let key = (d.src as u64) << 48
-            ^ (d.dst as u64) << 32
-            ^ u64::from(d.sport) << 16
-            ^ u64::from(d.dport);
+        let key =
+            (src as u64) << 48 ^ (dst as u64) << 32 ^ u64::from(sport) << 16 ^ u64::from(dport);
         (Rng::derive(self.cfg.ecmp_seed, key ^ 17 << 56).next_u64() % k) as usize
     }
 

@@ -10,6 +10,7 @@
 mod ack;
 mod config;
 mod events;
+mod path_health;
 mod qp;
 mod rx;
 mod store;
@@ -900,7 +901,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);
         if retire {
-            self.retire_path(i);
+            self.retire_path(i, true);
         }
         self.consecutive_rto = self.consecutive_rto.saturating_add(1);
         // The most patient QP's limit: the others fail by their own ([MR-RTX-13]).
@@ -914,9 +915,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
     }
 
-    /// Retires a path: new source port, fresh RTT and window; PSNs continue.
+    /// Retires a path: new source port and fresh RTT, a fresh window if `reset_window`
+    /// (a dead path, [MR-CC-8]; not a worse one, [MR-PATH-8]); PSNs continue.
     //= Documentation/metaroce/spec.rst#path-retirement
-    fn retire_path(&mut self, i: usize) {
+    pub(crate) fn retire_path(&mut self, i: usize, reset_window: bool) {
         let port = self.fresh_port();
         let Some(p) = self.paths.get_mut(i) else {
             return;
@@ -930,7 +932,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // Re-synchronize the receiver with this path at once (PATH_FLOOR).
         p.floor_sent_at = None;
         p.stats.retired = p.stats.retired.saturating_add(1);
-        self.cc.on_path_reset(i);
+        // A new route: its health is judged afresh ([MR-PATH-8]).
+        p.health = crate::path::Health {
+            sent: p.stats.sent,
+            bad: path_health::bad(&p.stats),
+            ..Default::default()
+        };
+        if reset_window {
+            self.cc.on_path_reset(i);
+        }
         self.push_event(Event::PathRetired {
             path: i as u8,
             new_port: port,

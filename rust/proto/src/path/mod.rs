@@ -43,6 +43,17 @@ pub struct PathStats {
     pub retired: u64,
 }
 
+/// A path's health epochs ([MR-PATH-8]): its counters when the current one
+/// began, how many in a row it was worse than the other paths, and the last.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Health {
+    pub(crate) sent: u64,
+    pub(crate) bad: u64,
+    pub(crate) worse: u8,
+    /// Its last epoch's bad packets and packets sent ((0, 0): none yet).
+    pub(crate) last: (u64, u64),
+}
+
 /// Sender-side state of one path.
 #[derive(Clone, Debug)]
 pub(crate) struct TxPath {
@@ -66,6 +77,7 @@ pub(crate) struct TxPath {
     /// When the last `PATH_FLOOR` for this path was sent.
     pub(crate) floor_sent_at: Option<Instant>,
     pub(crate) stats: PathStats,
+    pub(crate) health: Health,
 }
 
 impl TxPath {
@@ -86,6 +98,7 @@ impl TxPath {
             peer_cum: first_psn,
             floor_sent_at: None,
             stats: PathStats::default(),
+            health: Health::default(),
         })
     }
 
@@ -106,6 +119,7 @@ impl TxPath {
             peer_cum: 0,
             floor_sent_at: None,
             stats: PathStats::default(),
+            health: Health::default(),
         }
     }
 
@@ -125,6 +139,7 @@ impl TxPath {
         self.peer_cum = first_psn;
         self.floor_sent_at = None;
         self.stats = PathStats::default();
+        self.health = Health::default();
     }
 
     /// Whether the peer's cumulative PSN is stuck below PSNs this side has

@@ -1,0 +1,186 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! Steering away from paths that stay worse than the others ([MR-PATH-8]).
+//!
+//! Each path is judged once per [`HEALTH_EPOCH`] packets it sent, on its *bad*
+//! packets: lost, or acknowledged with an ECN-CE mark. It is worse in that epoch
+//! when it had at least [`MIN_BAD`] of them and their share is at least
+//! [`WORSE_FACTOR`] times that of the best other path's last epoch (or of
+//! [`FLOOR_PER_EPOCH`] bad packets per epoch, if more). A path worse in
+//! [`WORSE_EPOCHS`] epochs in a row is retired as after timeouts ([MR-PATH-5]):
+//! a new source port, so another ECMP route (off a lossy or hot link, or off a
+//! link it shares with other paths while a link of another path is clear); its
+//! RTT restarts and its PSNs continue ([MR-PATH-6]). Unlike a dead path it keeps
+//! its window: it still delivers, and its window adapts to the new route.
+//!
+//! Loss or marking spread evenly over the paths (random loss, or the
+//! receiver's own link congested) makes no path worse, nor does any until
+//! another path finished an epoch. A path that lands on a bad link again is
+//! moved again two epochs later.
+//!
+//= Documentation/metaroce/spec.rst#path-retirement
+
+use super::store::QpStore;
+use super::Connection;
+use crate::cc::CongestionControl;
+use crate::path::PathStats;
+
+/// Packets a path sends between two judgements.
+pub(crate) const HEALTH_EPOCH: u64 = 512;
+/// Bad packets in an epoch below which a path is never worse.
+pub(crate) const MIN_BAD: u64 = 4;
+/// How many times the best other path's share of bad packets a worse path has.
+pub(crate) const WORSE_FACTOR: u64 = 4;
+/// The best other path counts as having at least this many bad packets per epoch.
+pub(crate) const FLOOR_PER_EPOCH: u64 = 1;
+/// Worse epochs in a row that retire a path.
+pub(crate) const WORSE_EPOCHS: u8 = 2;
+
+/// A path's bad packets so far: declared lost by SACK, or ECN-CE marked.
+pub(crate) fn bad(s: &PathStats) -> u64 {
+    s.lost.saturating_add(s.ecn_marks)
+}
+
+/// Whether `a_bad / a_sent < b_bad / b_sent` (`a_sent`, `b_sent` > 0).
+fn lower(a_bad: u64, a_sent: u64, b_bad: u64, b_sent: u64) -> bool {
+    u128::from(a_bad).saturating_mul(u128::from(b_sent))
+        < u128::from(b_bad).saturating_mul(u128::from(a_sent))
+}
+
+impl<C: CongestionControl, S: QpStore> Connection<C, S> {
+    /// Judges every path whose epoch is over; retires those that stayed worse.
+    pub(crate) fn check_path_health(&mut self) {
+        let n = usize::from(self.cfg.paths).min(self.paths.len());
+        if n < 2 {
+            return;
+        }
+        for i in 0..n {
+            let Some(p) = self.paths.get(i) else {
+                return;
+            };
+            let sent = p.stats.sent.saturating_sub(p.health.sent);
+            if sent < HEALTH_EPOCH {
+                continue;
+            }
+            let here = bad(&p.stats).saturating_sub(p.health.bad);
+            // The other path with the lowest share of bad packets in its last epoch.
+            let mut best: Option<(u64, u64)> = None;
+            for (j, q) in self.paths.iter().enumerate().take(n) {
+                let (b, s) = q.health.last;
+                if j != i && s > 0 && best.is_none_or(|(bb, bs)| lower(b, s, bb, bs)) {
+                    best = Some((b, s));
+                }
+            }
+            let x = |a: u64, b: u64, c: u64| {
+                u128::from(a)
+                    .saturating_mul(u128::from(b))
+                    .saturating_mul(u128::from(c))
+            };
+            // here / sent >= WORSE_FACTOR * max(bb / bs, FLOOR_PER_EPOCH / HEALTH_EPOCH)
+            let worse = best.is_some_and(|(bb, bs)| {
+                here >= MIN_BAD
+                    && x(here, bs, 1) >= x(WORSE_FACTOR, bb, sent)
+                    && x(here, HEALTH_EPOCH, 1) >= x(WORSE_FACTOR, FLOOR_PER_EPOCH, sent)
+            });
+            let Some(p) = self.paths.get_mut(i) else {
+                return;
+            };
+            p.health.last = (here, sent);
+            p.health.sent = p.stats.sent;
+            p.health.bad = bad(&p.stats);
+            p.health.worse = if worse {
+                p.health.worse.saturating_add(1)
+            } else {
+                0
+            };
+            if p.health.worse >= WORSE_EPOCHS {
+                self.retire_path(i, false);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Config, Connection, Instant};
+
+    /// Runs `f` on a thread with room for connections on its stack.
+    fn big(f: impl FnOnce() + Send + 'static) {
+        extern crate std;
+        let t = std::thread::Builder::new().stack_size(64 << 20).spawn(f);
+        t.unwrap().join().unwrap();
+    }
+
+    fn conn() -> Connection {
+        let mut cfg = Config::new(1);
+        cfg.paths = 2;
+        Connection::new(cfg, Instant::ZERO, 7)
+    }
+
+    /// Path `i` sent an epoch with `bad` losses since its last judgement.
+    fn epoch(c: &mut Connection, i: usize, bad: u64) {
+        let p = &mut c.paths[i];
+        p.stats.sent += HEALTH_EPOCH;
+        p.stats.lost += bad;
+    }
+
+    // spec: MR-PATH-8
+    #[test]
+    fn a_path_worse_for_two_epochs_moves() {
+        big(a_path_worse_for_two_epochs_moves_);
+    }
+
+    fn a_path_worse_for_two_epochs_moves_() {
+        let mut c = conn();
+        let (port, window) = (c.path_port(0), c.cc().path_window(0));
+        // The first round gives the other path's baseline, two worse ones follow.
+        for round in 0..3 {
+            assert_eq!(c.paths[0].stats.retired, 0, "round {round}");
+            epoch(&mut c, 0, 20);
+            epoch(&mut c, 1, 1);
+            c.check_path_health();
+        }
+        assert_eq!(c.paths[0].stats.retired, 1);
+        assert_ne!(c.path_port(0), port);
+        assert_eq!(
+            c.cc().path_window(0),
+            window,
+            "a live path keeps its window"
+        );
+        assert_eq!(c.paths[1].stats.retired, 0);
+        assert!(matches!(
+            c.poll_event(),
+            Some(crate::Event::PathRetired { path: 0, .. })
+        ));
+    }
+
+    // spec: MR-PATH-8
+    #[test]
+    fn even_loss_moves_nothing() {
+        big(even_loss_moves_nothing_);
+    }
+
+    fn even_loss_moves_nothing_() {
+        let mut c = conn();
+        for _ in 0..8 {
+            epoch(&mut c, 0, 20);
+            epoch(&mut c, 1, 12);
+            c.check_path_health();
+        }
+        // Few losses, or one path, never.
+        for _ in 0..8 {
+            epoch(&mut c, 0, MIN_BAD - 1);
+            epoch(&mut c, 1, 0);
+            c.check_path_health();
+        }
+        assert_eq!(c.paths[0].stats.retired + c.paths[1].stats.retired, 0);
+        let mut one = Connection::new(Config::new(1), Instant::ZERO, 7);
+        one.cfg.paths = 1;
+        for _ in 0..4 {
+            epoch(&mut one, 0, 100);
+            one.check_path_health();
+        }
+        assert_eq!(one.paths[0].stats.retired, 0);
+    }
+}
