@@ -2,28 +2,34 @@
 # SPDX-License-Identifier: GPL-2.0
 #
 # The receiver's fair-share rate hint (spec MR-CC-11, MR-CC-12, MR-CC-14): 2, then 3,
-# sender namespaces stream ib_write_bw into one receiver namespace, all on one bridge
-# (namespace SW). The receiver's capacity is set low (rx_capacity_mbps=$CAP_MBPS), so
-# each sender's hint_in (the `paths` debugfs file) must be CAP x 0.95 / N, rounded up
-# to the wire's 1 Mb/s unit, and its measured bandwidth at most that (+$TOL_PCT%).
+# sender namespaces stream ib_write_bw into one receiver namespace, each on its own
+# veth and subnet to a router namespace (SW; the test kernel has no bridge). The
+# receiver's capacity is set low (rx_capacity_mbps=$CAP_MBPS, below the 2 MB/s or so a
+# sender moves unpaced in the emulated VM), so each sender's hint_in (the `paths`
+# debugfs file) must be CAP x 0.95 / N, rounded up to the wire's 1 Mb/s unit, and its
+# measured bandwidth at most that (+$TOL_PCT%).
 # With rate_hints=N every ACK carries hint 0. Last, rc_integrity.py checks every byte
 # of a random RC workload between the receiver and a sender under the hint.
 
 . "$(dirname "$0")/lib.sh"
 
-CAP_MBPS=${CAP_MBPS:-40}
+CAP_MBPS=${CAP_MBPS:-8}
 TOL_PCT=${TOL_PCT:-15}
-DUR=6             # seconds of each ib_write_bw
+DUR=8             # seconds of each ib_write_bw
+PKT=1440          # bytes a data packet takes in flight and in pacing (1500-byte MTU)
 SIZE=65536
 TO=120
 PORT=18900
 DBG=/sys/kernel/debug/metaroce
 PARAMS=/sys/module/metaroce/parameters
+TRACEFS=/sys/kernel/tracing
+EV=$TRACEFS/events/metaroce/metaroce_rate_hint/enable
 RI="$(dirname "$(readlink -f "$0")")/rc_integrity.py"
 LOG=$(mktemp -d /tmp/rate_hint.XXXXXX)
 IPR=198.18.0.1
 
 cleanup() {
+	[ -w $EV ] && echo 0 > $EV
 	[ -w $PARAMS/rx_capacity_mbps ] && echo 0 > $PARAMS/rx_capacity_mbps
 	[ -w $PARAMS/rate_hints ] && echo Y > $PARAMS/rate_hints
 	cleanup_devices_and_ns
@@ -31,28 +37,31 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# ip_of I: the address of sender I (1..3).
-ip_of() { echo "198.18.0.$(($1 + 1))"; }
+# ip_of I: the address of sender I (1..3), on subnet 198.18.I.0/24.
+ip_of() { echo "198.18.$1.2"; }
 
-# setup: namespace NSR (receiver, mroce0 on vethR) and NS1..NS3 (senders, mroceI on
-# vethI), each veth's other end on the bridge in NSSW.
+# setup: namespace NSR (receiver, mroce0 on vethR, 198.18.0.1) and NS1..NS3 (senders,
+# mroceI on vethI, 198.18.I.2), each veth's other end (.254 of its subnet) in the
+# router namespace NSSW.
 setup() {
-	local i ns
+	local i ns net
 	load_metaroce || return 1
 	mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug || return 1
 	setup_ns NSSW NSR NS1 NS2 NS3 || return 1
-	ip -n "$NSSW" link add br0 type bridge || return 1
-	ip -n "$NSSW" link set br0 up
+	ip netns exec "$NSSW" sysctl -qw net.ipv4.ip_forward=1 || return 1
 	for i in R 1 2 3; do
 		ns=NS$i
+		net=198.18.$([ $i = R ] && echo 0 || echo $i)
 		ip link add "veth$i" netns "${!ns}" type veth peer name "sw$i" netns "$NSSW" || return 1
-		ip -n "$NSSW" link set "sw$i" master br0 up
+		ip -n "$NSSW" addr add "$net.254/24" dev "sw$i"
+		ip -n "$NSSW" link set "sw$i" up
 		if [ $i = R ]; then
 			ip -n "${!ns}" addr add $IPR/24 dev "veth$i"
 		else
 			ip -n "${!ns}" addr add "$(ip_of $i)/24" dev "veth$i"
 		fi
 		ip -n "${!ns}" link set "veth$i" up
+		ip -n "${!ns}" route add default via "$net.254" || return 1
 	done
 	ip netns exec "$NSR" rdma link add mroce0 type metaroce netdev vethR || return 1
 	for i in 1 2 3; do
@@ -67,7 +76,8 @@ setup() {
 		eval "G$i=$(gid_index "${!ns}" "mroce$i" "$(ip_of $i)")"
 	done
 	echo "$CAP_MBPS" > $PARAMS/rx_capacity_mbps || return 1
-	ktap_print_msg "receiver mroce0 ($IPR) and senders mroce1..3 on one bridge; rx_capacity_mbps=$CAP_MBPS"
+	ip netns exec "$NS1" ping -c1 -W5 $IPR > /dev/null || return 1
+	ktap_print_msg "receiver mroce0 ($IPR) and senders mroce1..3 (198.18.I.2) through a router; rx_capacity_mbps=$CAP_MBPS"
 }
 
 listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
@@ -91,12 +101,22 @@ streams() {
 			-s $SIZE -D $DUR $IPR > "$LOG/cli.$i" 2>&1 &
 		pids+=($!)
 	done
-	# Mid-run: every stream has started and the hints have settled.
-	sleep $((DUR / 2 + 2))
+	# Mid-run: once every sender streams (its paths sent data), one more second for
+	# the hints to settle.
+	# Each sender's rate is measured over 2 s while all stream: packets sent (the
+	# `paths` file) times $PKT.
+	busywait $(((DUR + 20) * 1000)) streaming "$n"
+	sleep 1
+	for i in $(seq "$n"); do
+		cat "$DBG/mroce$i/paths" > "$LOG/before.$i"
+	done
+	T0=$(date +%s%N)
+	sleep 2
 	cat $DBG/mroce0/paths > "$LOG/paths.R"
 	for i in $(seq "$n"); do
 		cat "$DBG/mroce$i/paths" > "$LOG/paths.$i"
 	done
+	T1=$(date +%s%N)
 	for p in "${pids[@]}"; do
 		wait "$p" || rc=1
 	done
@@ -111,33 +131,54 @@ streams() {
 	fi
 }
 
+# streaming N: each of senders 1..N has a connection to the receiver whose path 0
+# sent data.
+streaming() {
+	local i
+	for i in $(seq "$1"); do
+		awk -v p=$IPR '$1 == "conn" && $4 == p && $5 == "path" && $6 == 0 && $18 > 0 { ok = 1 } END { exit !ok }' \
+			"$DBG/mroce$i/paths" || return 1
+	done
+}
+
 # hint_in I: the hint sender I got from the receiver (its `paths` file), bytes/s.
 hint_in() { awk -v p=$IPR '$1 == "conn" && $3 == "peer" && $4 == p && $5 == "hint_out" { print $8 }' "$LOG/paths.$1"; }
 
-# bw_bps I: sender I's average bandwidth, bytes/s (perftest's MB/sec are MiB/s).
+# sent FILE: data packets the connection to the receiver sent, over its paths.
+sent() { awk -v p=$IPR '$1 == "conn" && $4 == p && $5 == "path" { n += $18 } END { print n + 0 }' "$1"; }
+
+# rate_bps I: sender I's rate while all streamed, bytes/s.
+rate_bps() {
+	echo $(( ($(sent "$LOG/paths.$1") - $(sent "$LOG/before.$1")) * PKT * 1000000000 / (T1 - T0) ))
+}
+
+# bw_bps I: sender I's average bandwidth over its run, bytes/s (perftest's MB/sec
+# are MiB/s), for information: a sender that started first ran alone for a while.
 bw_bps() {
 	grep -E "^[[:space:]]*$SIZE[[:space:]]" "$LOG/cli.$1" | awk '{ printf "%d\n", $4 * 1048576 }'
 }
 
 # check_hints N: each of N senders got the expected hint and kept to it.
 check_hints() {
-	local n=$1 i want unit=125000 hint bw cap
+	local n=$1 i want share unit=125000 hint bw rate cap
 	cap=$((CAP_MBPS * unit))
-	want=$(( (cap * 950 / 1000 / n + unit - 1) / unit * unit ))
-	[ "$n" -eq 1 ] && want=$cap
+	# The receiver's share, and on the wire in whole units of 1 Mb/s, rounded up.
+	share=$((cap * 950 / 1000 / n))
+	want=$(( (share + unit - 1) / unit * unit ))
 	sed 's/^/#   mroce0: /' "$LOG/paths.R" | cut -c1-200 | head -20
 	for i in $(seq "$n"); do
 		hint=$(hint_in "$i")
 		bw=$(bw_bps "$i")
-		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s (expected $want), ib_write_bw ${bw:-none} B/s"
+		rate=$(rate_bps "$i")
+		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s (expected $want), sent $rate B/s while all streamed, ib_write_bw ${bw:-none} B/s over its run"
 		[ "$hint" = "$want" ] || { sed "s/^/#   mroce$i: /" "$LOG/paths.$i" | cut -c1-200; fail "sender $i: hint_in $hint, expected $want"; return; }
-		[ -n "$bw" ] && [ "$bw" -gt 0 ] || { fail "sender $i: no bandwidth"; return; }
-		[ "$bw" -le $((hint * (100 + TOL_PCT) / 100)) ] \
-			|| { fail "sender $i: $bw B/s is more than its hint $hint + $TOL_PCT%"; return; }
+		[ "$rate" -gt 0 ] && [ -n "$bw" ] || { fail "sender $i: no bandwidth"; return; }
+		[ "$rate" -le $((hint * (100 + TOL_PCT) / 100)) ] \
+			|| { fail "sender $i: $rate B/s is more than its hint $hint + $TOL_PCT%"; return; }
 	done
 	# The receiver advertises the same share to each.
-	grep -q "^conn 0x[0-9a-f]* peer $(ip_of 1) hint_out $want hint_in " "$LOG/paths.R" \
-		|| { fail "mroce0 does not advertise $want to $(ip_of 1)"; return; }
+	[ "$(grep -c "^conn 0x[0-9a-f]* peer 198.18.[1-3].2 hint_out $share hint_in " "$LOG/paths.R")" -eq "$n" ] \
+		|| { fail "mroce0 does not advertise $share to each of $n"; return; }
 	return $KSFT_PASS
 }
 
@@ -156,7 +197,21 @@ test_paths_format() {
 	return $KSFT_PASS
 }
 
-test_two() { streams 2 && check_hints 2; }
+# test_two: 2 senders; the senders' metaroce_rate_hint tracepoint reports the hint.
+test_two() {
+	local want
+	mountpoint -q $TRACEFS || mount -t tracefs nodev $TRACEFS
+	echo > $TRACEFS/trace
+	echo 1 > $EV || { fail "cannot enable metaroce_rate_hint"; return; }
+	streams 2 || return
+	echo 0 > $EV
+	check_hints 2 || return
+	want=$(hint_in 1)
+	grep "metaroce_rate_hint:" $TRACEFS/trace | tail -3 | sed 's/^ */#   /'
+	grep -q "metaroce_rate_hint: conn=[0-9a-f]* [0-9]* -> $want B/s" $TRACEFS/trace \
+		|| { fail "no metaroce_rate_hint event to $want B/s"; return; }
+	return $KSFT_PASS
+}
 test_three() { streams 3 && check_hints 3; }
 
 # test_hints_off: with rate_hints=N the senders get hint 0, and go faster than the hint.
@@ -168,7 +223,7 @@ test_hints_off() {
 	for i in 1 2; do
 		hint=$(hint_in "$i")
 		bw=$(bw_bps "$i")
-		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s, ib_write_bw ${bw:-none} B/s"
+		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s, sent $(rate_bps "$i") B/s while all streamed, ib_write_bw ${bw:-none} B/s"
 		[ "$hint" = 0 ] || { fail "sender $i: hint_in $hint with rate_hints=N"; return; }
 	done
 	grep -q "hint_out 0 hint_in" "$LOG/paths.R" && ! grep -q "hint_out [1-9]" "$LOG/paths.R" \
