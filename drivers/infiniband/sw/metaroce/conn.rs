@@ -44,8 +44,8 @@ use metaroce_proto::{
     cc::Aimd,
     constants::{MIN_TRANSMIT_BUF, UDP_PORT},
     wire::{Control, ControlCode, Flags, Header, PacketRepr, PacketType},
-    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, PostError, QpId,
-    QpSlot, QpStore, ResponderError, Stats, Transmit,
+    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, Payload, PostError,
+    QpId, QpSlot, QpStore, ResponderError, Stats, Transmit,
 };
 use rdma::{
     device::{Device, Registry},
@@ -902,6 +902,7 @@ impl ConnCtx {
                 }
                 Event::ResponderError { qp, error } => {
                     if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
+                        b.qp.data().counters.count_refused();
                         b.qp.raise_event(match error {
                             ResponderError::Access => QpEvent::AccessErr,
                             ResponderError::InvalidRequest => QpEvent::ReqErr,
@@ -977,8 +978,17 @@ impl ConnCtx {
                 None => net.tunnel().send(netdev, &to, skb),
             };
             net.count_tx_paged(sent, len, zero_copy);
+            let retx = conn.stats().tx_retransmits != retransmits;
+            if let Some(p) = &t.payload {
+                let qp = match *p {
+                    Payload::Wr { qp, .. } | Payload::Mr { qp, .. } => qp,
+                };
+                if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
+                    b.qp.data().counters.count_tx(p.len(), retx);
+                }
+            }
             if let Some(p) = traced {
-                rdma::trace::packet_tx(&p, conn.stats().tx_retransmits != retransmits);
+                rdma::trace::packet_tx(&p, retx);
             }
             count += 1;
         }

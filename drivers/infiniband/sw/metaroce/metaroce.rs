@@ -19,6 +19,7 @@ mod memory;
 mod net;
 mod netdev_events;
 mod qp;
+mod qp_stats;
 mod trace;
 mod ud;
 
