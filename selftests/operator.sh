@@ -116,11 +116,6 @@ test_resource_show_qp() {
 	return $KSFT_PASS
 }
 
-# port_stat DEV NAME: the value of counter NAME in `rdma statistic show link DEV/1`.
-port_stat() {
-	rdma statistic show link "$1/1" | tr ' ' '\n' | awk -v n="$2" '$0 == n { getline; print; exit }'
-}
-
 # qp_stat DEV NAME: the value of NAME in DEV's first counter of `rdma statistic qp show`.
 qp_stat() {
 	rdma statistic qp show link "$1/1" | tr ' ' '\n' | awk -v n="$2" '$0 == n { getline; print; exit }'
@@ -159,12 +154,12 @@ test_statistic_qp_auto() {
 	busywait 10000 sh -c "[ -z \"\$(rdma statistic qp show link mroce1/1)\" ]" ||
 		{ fail "the counter outlived its QP"; return; }
 	local tx0 rx0 rx1 iters=20 size=65536
-	tx0=$(port_stat mroce1 qp_tx_bytes); rx0=$(port_stat mroce0 qp_rx_bytes)
-	rx1=$(port_stat mroce1 qp_rx_bytes)
+	tx0=$(counter mroce1 qp_tx_bytes); rx0=$(counter mroce0 qp_rx_bytes)
+	rx1=$(counter mroce1 qp_rx_bytes)
 	pair ibv_rc_pingpong -s $size -n $iters -c || return
-	local dtx=$(( $(port_stat mroce1 qp_tx_bytes) - tx0 ))
-	local drx0=$(( $(port_stat mroce0 qp_rx_bytes) - rx0 ))
-	local drx1=$(( $(port_stat mroce1 qp_rx_bytes) - rx1 ))
+	local dtx=$(( $(counter mroce1 qp_tx_bytes) - tx0 ))
+	local drx0=$(( $(counter mroce0 qp_rx_bytes) - rx0 ))
+	local drx1=$(( $(counter mroce1 qp_rx_bytes) - rx1 ))
 	ktap_print_msg "ibv_rc_pingpong -s $size -n $iters: mroce1 qp_tx_bytes +$dtx, mroce0 qp_rx_bytes +$drx0, mroce1 qp_rx_bytes +$drx1"
 	[ $drx0 = $((iters * size)) ] && [ $drx1 = $((iters * size)) ] ||
 		{ fail "received bytes are not $iters x $size"; return; }
@@ -180,7 +175,7 @@ test_statistic_qp_manual() {
 	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
 	local d
 	for d in mroce0 mroce1; do rdma statistic qp set link $d/1 auto off; done
-	local hist=$(port_stat mroce1 qp_tx_bytes)
+	local hist=$(counter mroce1 qp_tx_bytes)
 	next_port
 	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 300 > "$LOG/srv" 2>&1 &
 	local srv=$!
@@ -195,8 +190,8 @@ test_statistic_qp_manual() {
 	[ $rc = $KSFT_PASS ] || return $rc
 	busywait 10000 sh -c "[ -z \"\$(rdma statistic qp show link mroce1/1)\" ]" ||
 		{ fail "a counter outlived its destroyed QP"; return; }
-	ktap_print_msg "port qp_tx_bytes (QPs while bound): $hist before, $(port_stat mroce1 qp_tx_bytes) after"
-	[ "$(port_stat mroce1 qp_tx_bytes)" -gt "$hist" ] || { fail "the port's view did not keep the counters' bytes"; return; }
+	ktap_print_msg "port qp_tx_bytes (QPs while bound): $hist before, $(counter mroce1 qp_tx_bytes) after"
+	[ "$(counter mroce1 qp_tx_bytes)" -gt "$hist" ] || { fail "the port's view did not keep the counters' bytes"; return; }
 	return $KSFT_PASS
 }
 
