@@ -215,8 +215,52 @@ statistic_qp_manual_steps() {
 	return $KSFT_PASS
 }
 
+# room DEV: the inbox room of DEV's connection to the peer in debugfs (`conns`), as
+# "INBOX+RX" datagrams.
+room() {
+	local peer=$IPB
+	[ "$1" = mroce1 ] && peer=$IPA
+	sed -n "s/^conn 0x[0-9a-f]* to $peer .*(room \([0-9]*+[0-9]*\)).*/\1/p" \
+		/sys/kernel/debug/metaroce/$1/conns | head -1
+}
+
+# A new connection's inbox holds 16 datagrams in each half, and a half doubles when a
+# datagram finds it full, up to 1024 (issue 39, defect 6: it was 2 x 1024 up front):
+# a ping-pong keeps it small, a stream grows the receiver's.
+test_inbox_grows_on_demand() {
+	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
+	[ -d /sys/kernel/debug/metaroce ] || mount -t debugfs none /sys/kernel/debug
+	local full0 small big
+	full0=$(counter mroce0 rx_inbox_full)
+	next_port
+	ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -s 64 -n 400 > "$LOG/srv" 2>&1 &
+	local srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$GB" -p $PORT -s 64 -n 400 $IPA > "$LOG/cli" 2>&1 &
+	local cli=$!
+	busywait 60000 sh -c "grep -q '^conn .* to $IPB ' /sys/kernel/debug/metaroce/mroce0/conns"
+	sleep 1
+	small=$(room mroce0)
+	wait $cli $srv
+	ktap_print_msg "ping-pong (64 B x 400): mroce0's inbox room $small"
+	[ "$small" = "16+16" ] || { fail "a ping-pong's inbox is not 16+16 (got '$small')"; return; }
+	next_port
+	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 4 > "$LOG/srv" 2>&1 &
+	srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ib_write_bw -d mroce1 -x "$GB" -p $PORT -D 4 $IPA > "$LOG/cli" 2>&1 &
+	cli=$!
+	busywait 60000 sh -c "grep -q '^conn .* to $IPB .*(room \([0-9]*[1-9][0-9][0-9]\|[3-9][0-9]\)+' /sys/kernel/debug/metaroce/mroce0/conns"
+	big=$(room mroce0)
+	wait $cli $srv
+	ktap_print_msg "ib_write_bw: mroce0's inbox room $big; rx_inbox_full $full0 before, $(counter mroce0 rx_inbox_full) after"
+	[ -n "$big" ] && [ "${big%+*}" -gt 16 ] && [ "${big%+*}" -le 1024 ] ||
+		{ fail "the stream's inbox did not grow (got '$big')"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 5
+ktap_set_plan 6
 load_metaroce || { ktap_print_msg "insmod failed"; exit $KSFT_FAIL; }
 mountpoint -q $TRACEFS || mount -t tracefs nodev $TRACEFS
 ktap_test "make install: rdma link add loads metaroce by its alias" test_install_loads_by_alias
@@ -224,4 +268,5 @@ ktap_test "tracepoints: a lossy 64 KiB ping-pong's packets, retransmissions and 
 ktap_test "rdma -dd resource show qp: a bound QP's connection, stream and counters" test_resource_show_qp
 ktap_test "rdma statistic qp, auto mode: per-QP counters of a running writer; a ping-pong's bytes exactly" test_statistic_qp_auto
 ktap_test "rdma statistic qp, manual mode: bind, unbind, destroy while bound" test_statistic_qp_manual
+ktap_test "a connection's inbox starts at 16 datagrams and grows under a stream" test_inbox_grows_on_demand
 ktap_finished
