@@ -23,6 +23,7 @@ use crate::memory::{attach_payload, gather_payload, QpMemory};
 use crate::trace;
 use core::{fmt, net::IpAddr};
 use kernel::{
+    alloc::flags::__GFP_NOWARN,
     cpu::CpuId,
     impl_has_hr_timer, impl_has_work, new_spinlock_irq, new_work,
     prelude::*,
@@ -515,8 +516,10 @@ impl ConnCtx {
         }
         let len = inbox.len();
         if len == inbox.capacity() && len < INBOX_LEN {
-            // The push below drops the datagram if this fails.
-            let _ = inbox.reserve(len.max(INBOX_MIN).min(INBOX_LEN - len), GFP_ATOMIC);
+            // The push below drops the datagram if this fails (no warning: it is
+            // counted).
+            let more = len.max(INBOX_MIN).min(INBOX_LEN - len);
+            let _ = inbox.reserve(more, GFP_ATOMIC | __GFP_NOWARN);
         }
         if inbox.push_within_capacity(d).is_err() {
             self.counters.inbox_drops.fetch_add(1, Relaxed);
