@@ -233,16 +233,15 @@ test_inbox_grows_on_demand() {
 	local full0 small big
 	full0=$(counter mroce0 rx_inbox_full)
 	next_port
-	ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -s 64 -n 400 > "$LOG/srv" 2>&1 &
+	ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -s 64 -n 5000 > "$LOG/srv" 2>&1 &
 	local srv=$!
 	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
-	ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$GB" -p $PORT -s 64 -n 400 $IPA > "$LOG/cli" 2>&1 &
+	ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$GB" -p $PORT -s 64 -n 5000 $IPA > "$LOG/cli" 2>&1 &
 	local cli=$!
-	busywait 60000 sh -c "grep -q '^conn .* to $IPB ' /sys/kernel/debug/metaroce/mroce0/conns"
-	sleep 1
+	busywait 60000 sh -c "grep -q '^conn .* to $IPB .*runs [1-9][0-9]' /sys/kernel/debug/metaroce/mroce0/conns"
 	small=$(room mroce0)
 	wait $cli $srv
-	ktap_print_msg "ping-pong (64 B x 400): mroce0's inbox room $small"
+	ktap_print_msg "ping-pong (64 B x 5000): mroce0's inbox room $small"
 	[ "$small" = "16+16" ] || { fail "a ping-pong's inbox is not 16+16 (got '$small')"; return; }
 	next_port
 	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 4 > "$LOG/srv" 2>&1 &
