@@ -298,8 +298,9 @@ test_max_conns() {
 }
 
 # The kernel memory of connections is charged to the memory cgroup of the process
-# whose RTR created them: 4 connections (about 300 KiB each) show in its "kernel"
-# figure, and leave it when their QPs are destroyed.
+# whose RTR created them: 4 connections (over 64 KiB each, most of it the protocol
+# core's; the inbox starts small) show in its "kernel" figure, and leave it when their
+# QPs are destroyed.
 test_conn_memory() {
 	[ -x $PY ] && $PY -c 'import pyverbs' 2>/dev/null || return $KSFT_SKIP
 	local cg=/sys/fs/cgroup/metaroce-acct flag=/tmp/metaroce-acct.$$ i pid k1 k2 rc=0
@@ -326,7 +327,7 @@ test_conn_memory() {
 	rm -f $flag.*
 	rmdir $cg
 	[ $rc = 0 ] || { fail "the QP holder did not run"; return; }
-	[ $((k1 - k2)) -ge $((4 * 256 * 1024)) ] || { fail "under 256 KiB per connection charged to the cgroup"; return; }
+	[ $((k1 - k2)) -ge $((4 * 64 * 1024)) ] || { fail "under 64 KiB per connection charged to the cgroup"; return; }
 	return $KSFT_PASS
 }
 

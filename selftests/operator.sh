@@ -5,7 +5,8 @@
 # a host", "Tracepoints", "Troubleshooting"): `make install` puts the module where
 # `rdma link add ... type metaroce` loads it by its alias; the metaroce tracepoints
 # show a lossy transfer's packets, retransmissions and losses (read with trace-cmd);
-# `rdma -dd resource show qp` shows each bound QP's connection, stream and counters.
+# `rdma -dd resource show qp` shows each bound QP's connection, stream and counters;
+# `rdma statistic qp` gives per-QP counters (auto and manual mode).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -115,11 +116,156 @@ test_resource_show_qp() {
 	return $KSFT_PASS
 }
 
+# qp_stat DEV NAME: the value of NAME in DEV's first counter of `rdma statistic qp show`.
+qp_stat() {
+	rdma statistic qp show link "$1/1" | tr ' ' '\n' | awk -v n="$2" '$0 == n { getline; print; exit }'
+}
+
+# Auto mode: every RC QP gets a counter at INIT; `rdma statistic qp show` lists it with
+# its traffic while ib_write_bw runs, and the counter goes with its QP. Then a
+# ping-pong's bytes, exactly, in the port's view (which adds what the counters of
+# destroyed QPs counted).
+test_statistic_qp_auto() {
+	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
+	local d
+	# Without the loss of the tracepoints' test: the bytes sent are then exact too.
+	ip netns exec "$NSB" tc qdisc del dev vethB root 2>/dev/null
+	for d in mroce0 mroce1; do
+		rdma statistic qp set link $d/1 auto type on || { fail "auto mode on $d"; return; }
+	done
+	rdma statistic qp mode | sed 's/^/#   /'
+	next_port
+	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 4 > "$LOG/srv" 2>&1 &
+	local srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ib_write_bw -d mroce1 -x "$GB" -p $PORT -D 4 $IPA > "$LOG/cli" 2>&1 &
+	local cli=$!
+	busywait 60000 sh -c "rdma statistic qp show link mroce0/1 | grep -q 'qp_rx_bytes [1-9]'"
+	rdma statistic qp show > "$LOG/stat.txt"
+	wait $cli; wait $srv
+	[ -s "$LOG/stat.txt" ] || { sed 's/^/#   srv: /' "$LOG/srv"; sed 's/^/#   cli: /' "$LOG/cli"; }
+	ktap_print_msg "rdma statistic qp show (ib_write_bw running):"
+	sed 's/^/#   /' "$LOG/stat.txt"
+	grep -q 'link mroce1/1 cntn [0-9]* qp-type RC .*qp_tx_data [1-9][0-9]* qp_tx_bytes [1-9]' "$LOG/stat.txt" ||
+		{ fail "no counter with the writer's traffic on mroce1"; return; }
+	grep -q 'link mroce0/1 cntn [0-9]* qp-type RC .*qp_rx_data [1-9][0-9]* qp_rx_bytes [1-9]' "$LOG/stat.txt" ||
+		{ fail "no counter with the placed writes on mroce0"; return; }
+	grep -q 'LQPN: <[0-9]*>' "$LOG/stat.txt" || { fail "no QP listed in a counter"; return; }
+	busywait 10000 sh -c "[ -z \"\$(rdma statistic qp show link mroce1/1)\" ]" ||
+		{ fail "the counter outlived its QP"; return; }
+	local tx0 rx0 rx1 iters=20 size=65536
+	tx0=$(counter mroce1 qp_tx_bytes); rx0=$(counter mroce0 qp_rx_bytes)
+	rx1=$(counter mroce1 qp_rx_bytes)
+	pair ibv_rc_pingpong -s $size -n $iters -c || return
+	local dtx=$(( $(counter mroce1 qp_tx_bytes) - tx0 ))
+	local drx0=$(( $(counter mroce0 qp_rx_bytes) - rx0 ))
+	local drx1=$(( $(counter mroce1 qp_rx_bytes) - rx1 ))
+	ktap_print_msg "ibv_rc_pingpong -s $size -n $iters: mroce1 qp_tx_bytes +$dtx, mroce0 qp_rx_bytes +$drx0, mroce1 qp_rx_bytes +$drx1"
+	[ $drx0 = $((iters * size)) ] && [ $drx1 = $((iters * size)) ] ||
+		{ fail "received bytes are not $iters x $size"; return; }
+	[ $dtx -ge $((iters * size)) ] || { fail "sent bytes below $iters x $size"; return; }
+	for d in mroce0 mroce1; do rdma statistic qp set link $d/1 auto off; done
+	return $KSFT_PASS
+}
+
+# Manual mode: bind a running writer's QP, see its counter grow, unbind it (the counter
+# goes), bind it again and kill the writer: its QP is destroyed while bound. (Under TCG
+# perftest's `-D` seconds pass early, by its cycle counter: the writer is killed.)
+test_statistic_qp_manual() {
+	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
+	local d
+	for d in mroce0 mroce1; do rdma statistic qp set link $d/1 auto off; done
+	local hist=$(counter mroce1 qp_tx_bytes)
+	next_port
+	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 300 > "$LOG/srv" 2>&1 &
+	local srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ib_write_bw -d mroce1 -x "$GB" -p $PORT -D 300 $IPA > "$LOG/cli" 2>&1 &
+	local cli=$!
+	busywait 60000 sh -c "rdma -dd resource show qp link mroce1/1 | grep -q 'type RC .*drv_sq_taken [1-9]'"
+	statistic_qp_manual_steps
+	local rc=$?
+	kill $cli $srv 2>/dev/null
+	wait $cli $srv
+	[ $rc = $KSFT_PASS ] || return $rc
+	busywait 10000 sh -c "[ -z \"\$(rdma statistic qp show link mroce1/1)\" ]" ||
+		{ fail "a counter outlived its destroyed QP"; return; }
+	ktap_print_msg "port qp_tx_bytes (QPs while bound): $hist before, $(counter mroce1 qp_tx_bytes) after"
+	[ "$(counter mroce1 qp_tx_bytes)" -gt "$hist" ] || { fail "the port's view did not keep the counters' bytes"; return; }
+	return $KSFT_PASS
+}
+
+# The steps of test_statistic_qp_manual while the writer runs.
+statistic_qp_manual_steps() {
+	local qpn cntn a b
+	qpn=$(rdma resource show qp link mroce1/1 | sed -n 's/.* lqpn \([0-9]*\) .*type RC .*/\1/p' | head -1)
+	[ -n "$qpn" ] || { fail "no RC QP on mroce1"; return; }
+	rdma statistic qp bind link mroce1/1 lqpn "$qpn" || { fail "bind lqpn $qpn"; return; }
+	cntn=$(rdma statistic qp show link mroce1/1 | sed -n 's/.* cntn \([0-9]*\) .*/\1/p' | head -1)
+	rdma statistic qp show link mroce1/1 | sed 's/^/#   /'
+	a=$(qp_stat mroce1 qp_tx_bytes)
+	sleep 1
+	b=$(qp_stat mroce1 qp_tx_bytes)
+	ktap_print_msg "QP $qpn on counter $cntn: qp_tx_bytes $a, one second later $b"
+	[ -n "$a" ] && [ -n "$b" ] && [ "$b" -gt "$a" ] || { fail "counter $cntn does not grow"; return; }
+	rdma statistic qp unbind link mroce1/1 cntn "$cntn" lqpn "$qpn" || { fail "unbind"; return; }
+	[ -z "$(rdma statistic qp show link mroce1/1)" ] || { fail "counter $cntn left after unbind"; return; }
+	rdma statistic qp bind link mroce1/1 lqpn "$qpn" || { fail "bind again"; return; }
+	rdma statistic qp show link mroce1/1 | grep -q "LQPN: <$qpn>" || { fail "not bound again"; return; }
+	return $KSFT_PASS
+}
+
+# room DEV: the inbox room of DEV's connection to the peer in debugfs (`conns`), as
+# "INBOX+RX" datagrams.
+room() {
+	local peer=$IPB
+	[ "$1" = mroce1 ] && peer=$IPA
+	sed -n "s/^conn 0x[0-9a-f]* to $peer .*(room \([0-9]*+[0-9]*\)).*/\1/p" \
+		/sys/kernel/debug/metaroce/$1/conns | head -1
+}
+
+# A new connection's inbox holds 16 datagrams in each half, and a half doubles when a
+# datagram finds it full, up to 1024 (issue 39, defect 6: it was 2 x 1024 up front):
+# a ping-pong keeps it small, a stream grows the receiver's.
+test_inbox_grows_on_demand() {
+	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
+	[ -d /sys/kernel/debug/metaroce ] || mount -t debugfs none /sys/kernel/debug
+	local full0 small big
+	full0=$(counter mroce0 rx_inbox_full)
+	next_port
+	ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -s 64 -n 5000 > "$LOG/srv" 2>&1 &
+	local srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$GB" -p $PORT -s 64 -n 5000 $IPA > "$LOG/cli" 2>&1 &
+	local cli=$!
+	busywait 60000 sh -c "grep -q '^conn .* to $IPB .*runs [1-9][0-9]' /sys/kernel/debug/metaroce/mroce0/conns"
+	small=$(room mroce0)
+	wait $cli $srv
+	ktap_print_msg "ping-pong (64 B x 5000): mroce0's inbox room $small"
+	[ "$small" = "16+16" ] || { fail "a ping-pong's inbox is not 16+16 (got '$small')"; return; }
+	next_port
+	ip netns exec "$NSA" timeout $TO ib_write_bw -d mroce0 -x "$GA" -p $PORT -D 4 > "$LOG/srv" 2>&1 &
+	srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server"; return; }
+	ip netns exec "$NSB" timeout $TO ib_write_bw -d mroce1 -x "$GB" -p $PORT -D 4 $IPA > "$LOG/cli" 2>&1 &
+	cli=$!
+	busywait 60000 sh -c "grep -q '^conn .* to $IPB .*(room \([0-9]*[1-9][0-9][0-9]\|[3-9][0-9]\)+' /sys/kernel/debug/metaroce/mroce0/conns"
+	big=$(room mroce0)
+	wait $cli $srv
+	ktap_print_msg "ib_write_bw: mroce0's inbox room $big; rx_inbox_full $full0 before, $(counter mroce0 rx_inbox_full) after"
+	[ -n "$big" ] && [ "${big%+*}" -gt 16 ] && [ "${big%+*}" -le 1024 ] ||
+		{ fail "the stream's inbox did not grow (got '$big')"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 3
+ktap_set_plan 6
 load_metaroce || { ktap_print_msg "insmod failed"; exit $KSFT_FAIL; }
 mountpoint -q $TRACEFS || mount -t tracefs nodev $TRACEFS
 ktap_test "make install: rdma link add loads metaroce by its alias" test_install_loads_by_alias
 ktap_test "tracepoints: a lossy 64 KiB ping-pong's packets, retransmissions and losses (trace-cmd)" test_tracepoints_lossy_transfer
 ktap_test "rdma -dd resource show qp: a bound QP's connection, stream and counters" test_resource_show_qp
+ktap_test "rdma statistic qp, auto mode: per-QP counters of a running writer; a ping-pong's bytes exactly" test_statistic_qp_auto
+ktap_test "rdma statistic qp, manual mode: bind, unbind, destroy while bound" test_statistic_qp_manual
+ktap_test "a connection's inbox starts at 16 datagrams and grows under a stream" test_inbox_grows_on_demand
 ktap_finished

@@ -14,7 +14,7 @@
 
 use crate::{
     ah::{self, Ah},
-    bindings, cq, mmap,
+    bindings, counter, cq, mmap,
     mr::{self, MrTable},
     netdev::{NetDevice, NetDeviceId},
     qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
@@ -184,6 +184,14 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Reads the port's counters, one value per [`Driver::HW_COUNTERS`] entry.
     fn hw_counters(_dev: &Device<Self>, _values: &mut [u64]) {}
+
+    /// How many of the last [`Driver::HW_COUNTERS`] are per QP (`rdma statistic qp`,
+    /// see [`crate::counter`]); none by default. The port reports 0 for them.
+    const QP_COUNTERS: usize = 0;
+
+    /// Reads the per-QP counters of `qp` since its creation, one value per
+    /// [`Driver::QP_COUNTERS`]. Process context, under ib_core's counter mutex.
+    fn qp_counters(_qp: &Qp<Self>, _values: &mut [u64]) {}
 
     /// A user context is being created (`ibv_open_device`).
     fn alloc_ucontext(_dev: &Device<Self>) -> Result {
@@ -516,7 +524,7 @@ impl<T: Driver> Device<T> {
     }
 
     fn ops(module: &'static ThisModule) -> bindings::ib_device_ops {
-        bindings::ib_device_ops {
+        let mut ops = bindings::ib_device_ops {
             owner: module.as_ptr().cast(),
             driver_id: bindings::rdma_driver_id_RDMA_DRIVER_RXE,
             uverbs_abi_ver: RXE_UVERBS_ABI_VERSION,
@@ -567,7 +575,9 @@ impl<T: Driver> Device<T> {
             size_ib_ah: ah::OBJECT_SIZE,
             size_ib_srq: srq::OBJECT_SIZE,
             ..Default::default()
-        }
+        };
+        counter::Adapter::<T>::set_ops(&mut ops);
+        ops
     }
 }
 

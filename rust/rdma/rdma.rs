@@ -17,6 +17,7 @@ pub mod ah;
 pub mod av;
 pub mod bindings;
 pub mod clock;
+pub mod counter;
 pub mod cq;
 pub mod device;
 pub mod link;

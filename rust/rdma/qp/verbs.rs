@@ -72,7 +72,7 @@ impl<T: Driver> QpObject<T> {
     /// # Safety
     ///
     /// As for `from_raw`.
-    pub(super) unsafe fn get(ib: *mut bindings::ib_qp) -> Result<Arc<Qp<T>>> {
+    pub(crate) unsafe fn get(ib: *mut bindings::ib_qp) -> Result<Arc<Qp<T>>> {
         // SAFETY: Per the contract; `qp` is set in `create_qp` before the core publishes
         // the QP and taken in `destroy_qp`, after which the core calls nothing else.
         unsafe { Self::from_raw(ib) }.qp.clone().ok_or(EINVAL)

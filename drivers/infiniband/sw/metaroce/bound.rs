@@ -462,6 +462,7 @@ impl Bound {
                 }
                 let i = (c.wr_id % MAX_SEND_WR as u64) as usize;
                 let slot = self.send_slots.get(i).copied().unwrap_or_default();
+                self.qp.data().counters.count_send_status(status);
                 // Release the ring slot first (see the receive case above).
                 self.qp.sq_advance();
                 self.sq_done += 1;

@@ -23,6 +23,7 @@ use crate::memory::{attach_payload, gather_payload, QpMemory};
 use crate::trace;
 use core::{fmt, net::IpAddr};
 use kernel::{
+    alloc::flags::__GFP_NOWARN,
     cpu::CpuId,
     impl_has_hr_timer, impl_has_work, new_spinlock_irq, new_work,
     prelude::*,
@@ -44,8 +45,8 @@ use metaroce_proto::{
     cc::Aimd,
     constants::{MIN_TRANSMIT_BUF, UDP_PORT},
     wire::{Control, ControlCode, Flags, Header, PacketRepr, PacketType},
-    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, PostError, QpId,
-    QpSlot, QpStore, ResponderError, Stats, Transmit,
+    Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, Payload, PostError,
+    QpId, QpSlot, QpStore, ResponderError, Stats, Transmit,
 };
 use rdma::{
     device::{Device, Registry},
@@ -57,8 +58,14 @@ use rdma::{
     udp::{Destination, Ecn, OwnedDatagram, RouteCache},
 };
 
-/// Received datagrams a connection buffers between two runs of its work item.
+/// Received datagrams a connection buffers between two runs of its work item, at most.
 const INBOX_LEN: usize = 1024;
+
+/// Room for datagrams each half of a new connection's inbox starts with: a half doubles
+/// when a datagram finds it full, up to [`INBOX_LEN`] ([`ConnCtx::deliver`]), so an idle
+/// or request-response connection never holds the room a stream needs (1024 slots of
+/// about 90 bytes, each half).
+const INBOX_MIN: usize = 16;
 
 /// The shortest timer delay, for deadlines already due.
 const MIN_TIMER_NS: u64 = 1_000;
@@ -281,7 +288,7 @@ impl ConnCtx {
         let state = ConnState {
             conn,
             qps,
-            rx: KVec::with_capacity(INBOX_LEN, GFP_KERNEL_ACCOUNT)?,
+            rx: KVec::with_capacity(INBOX_MIN, GFP_KERNEL_ACCOUNT)?,
             buf,
             routes,
             timer: None,
@@ -292,7 +299,7 @@ impl ConnCtx {
             probe: None,
             placed: 0,
         };
-        let inbox = KVec::with_capacity(INBOX_LEN, GFP_KERNEL_ACCOUNT)?;
+        let inbox = KVec::with_capacity(INBOX_MIN, GFP_KERNEL_ACCOUNT)?;
         // As if the peer had just been heard from (`epoch` names the field inside).
         let born = epoch;
         Arc::pin_init(
@@ -413,21 +420,27 @@ impl ConnCtx {
     /// The connection's state for the device's `conns` debugfs file: the execution
     /// context's (stream, timer, inbox), the core's and each bound QP's.
     pub(crate) fn write_state(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let inbox = self.inbox.lock().len();
+        let inbox = {
+            let inbox = self.inbox.lock();
+            (inbox.len(), inbox.capacity())
+        };
         let st = self.state.lock();
         let now = self.now();
         let ns = |t: Option<CoreInstant>| t.map(|t| t.as_nanos() as i64 - now.as_nanos() as i64);
         writeln!(
             f,
-            "conn {:#010x} to {} (peer {:#010x}): runs {}, in_stream={} app_cpu={}, inbox {}, \
-             timer {} at {:?} ns from now, next deadline {:?} ns, dead={} closed={} probe={:?}",
+            "conn {:#010x} to {} (peer {:#010x}): runs {}, in_stream={} app_cpu={}, inbox {} \
+             (room {}+{}), timer {} at {:?} ns from now, next deadline {:?} ns, dead={} closed={} \
+             probe={:?}",
             self.local_id,
             self.peer,
             st.conn.peer_conn_id(),
             self.counters.runs.load(Relaxed),
             self.in_stream.load(Relaxed),
             self.app_cpu.load(Relaxed) as i32,
-            inbox,
+            inbox.0,
+            inbox.1,
+            st.rx.capacity(),
             if st.timer.is_some() { "armed" } else { "idle" },
             ns(st.armed),
             ns(st.conn.poll_timeout()),
@@ -540,10 +553,21 @@ impl ConnCtx {
     ///
     /// The work item is queued under the inbox's lock: once [`Self::shutdown`] has set
     /// [`Self::shut`] under it, no receive queues the work again after the flush.
+    ///
+    /// A full inbox doubles (an atomic allocation) up to [`INBOX_LEN`] datagrams; the
+    /// datagram is dropped, and counted as `rx_inbox_full`, when it holds that many or
+    /// the allocation fails.
     pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram, awaited: bool) {
         let mut inbox = self.inbox.lock();
         if self.shut.load(Relaxed) {
             return;
+        }
+        let len = inbox.len();
+        if len == inbox.capacity() && len < INBOX_LEN {
+            // The push below drops the datagram if this fails (no warning: it is
+            // counted).
+            let more = len.max(INBOX_MIN).min(INBOX_LEN - len);
+            let _ = inbox.reserve(more, GFP_ATOMIC | __GFP_NOWARN);
         }
         if inbox.push_within_capacity(d).is_err() {
             self.counters.inbox_drops.fetch_add(1, Relaxed);
@@ -968,6 +992,7 @@ impl ConnCtx {
                 }
                 Event::ResponderError { qp, error } => {
                     if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
+                        b.qp.data().counters.count_refused();
                         b.qp.raise_event(match error {
                             ResponderError::Access => QpEvent::AccessErr,
                             ResponderError::InvalidRequest => QpEvent::ReqErr,
@@ -1043,8 +1068,17 @@ impl ConnCtx {
                 None => net.tunnel().send(netdev, &to, skb),
             };
             net.count_tx_paged(sent, len, zero_copy);
+            let retx = conn.stats().tx_retransmits != retransmits;
+            if let Some(p) = &t.payload {
+                let qp = match *p {
+                    Payload::Wr { qp, .. } | Payload::Mr { qp, .. } => qp,
+                };
+                if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
+                    b.qp.data().counters.count_tx(p.len(), retx);
+                }
+            }
             if let Some(p) = traced {
-                rdma::trace::packet_tx(&p, conn.stats().tx_retransmits != retransmits);
+                rdma::trace::packet_tx(&p, retx);
             }
             count += 1;
         }

@@ -108,6 +108,12 @@ impl Driver for MetaRoceDriver {
         dev.data().net().read_counters(values);
     }
 
+    const QP_COUNTERS: usize = crate::qp_stats::COUNT;
+
+    fn qp_counters(qp: &Qp<Self>, values: &mut [u64]) {
+        qp.data().counters.read(values);
+    }
+
     fn device_attributes(_dev: &Device<Self>) -> DeviceAttributes {
         DeviceAttributes {
             max_mr_size: u64::MAX,

@@ -275,14 +275,25 @@ pub(crate) fn attach_payload(
 }
 
 impl QpMemory<'_> {
-    /// Places the bytes of `parts`, one after the other, at `dest`; the range of a
-    /// remote write is validated as a whole before any byte lands.
+    /// Places `parts` ([`Self::place_into`]) and counts them for the QP
+    /// (`qp_rx_data`, `qp_rx_bytes`).
     fn place_sources(
         &mut self,
         qp: QpId,
         dest: Dest,
         parts: [Source<'_>; 2],
     ) -> Result<(), MemError> {
+        let total: usize = parts.iter().map(Source::len).sum();
+        self.place_into(qp, dest, parts)?;
+        if let Ok(b) = bound(self.qps, qp) {
+            b.qp.data().counters.count_rx(total);
+        }
+        Ok(())
+    }
+
+    /// Places the bytes of `parts`, one after the other, at `dest`; the range of a
+    /// remote write is validated as a whole before any byte lands.
+    fn place_into(&mut self, qp: QpId, dest: Dest, parts: [Source<'_>; 2]) -> Result<(), MemError> {
         let dev = self.dev;
         let b = bound(self.qps, qp)?;
         let pd = b.qp.pd();

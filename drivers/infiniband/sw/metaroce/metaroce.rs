@@ -19,6 +19,7 @@ mod memory;
 mod net;
 mod netdev_events;
 mod qp;
+mod qp_stats;
 mod rate_hint;
 mod trace;
 mod ud;

@@ -42,7 +42,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
 const DEVICE_COUNTERS: usize = 26;
-/// Counters of the device's namespace, the last of [`HW_COUNTERS`].
+/// Counters of the device's namespace, before the per-QP ones (`crate::qp_stats`).
 const NS_COUNTERS: usize = 3;
 
 /// The port counters, in the order of [`DeviceNet::read_counters`].
@@ -93,6 +93,15 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"ns_rx_no_device"),
     CounterDesc::new(c"ns_rx_malformed"),
     CounterDesc::new(c"ns_tx_no_route"),
+    // Per QP, in the order of `QpCounters::read` (0 here: see rdma::counter).
+    CounterDesc::new(c"qp_tx_data"),
+    CounterDesc::new(c"qp_tx_bytes"),
+    CounterDesc::new(c"qp_tx_retransmits"),
+    CounterDesc::new(c"qp_rx_data"),
+    CounterDesc::new(c"qp_rx_bytes"),
+    CounterDesc::new(c"qp_rem_errors"),
+    CounterDesc::new(c"qp_retry_exceeded"),
+    CounterDesc::new(c"qp_req_refused"),
 ];
 
 /// Datagram counters of one device.
@@ -337,8 +346,10 @@ impl DeviceNet {
             e.stats.ud_rx_dropped.load(Relaxed),
         ];
         let namespace = [ns.rx_unclaimed, ns.rx_malformed, ns.tx_no_route];
-        const _: () =
-            assert!(HW_COUNTERS.len() == DEVICE_COUNTERS + TRANSPORT_COUNTERS + NS_COUNTERS);
+        const _: () = assert!(
+            HW_COUNTERS.len()
+                == DEVICE_COUNTERS + TRANSPORT_COUNTERS + NS_COUNTERS + crate::qp_stats::COUNT
+        );
         // `Iterator::` spelled out: pin-init's `Init::chain` applies to every type.
         let all = Iterator::chain(Iterator::chain(device.into_iter(), t), namespace);
         for (v, a) in values.iter_mut().zip(all) {

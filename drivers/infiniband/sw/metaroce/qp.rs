@@ -9,6 +9,7 @@
 
 use crate::device::{MetaRoceDriver, MAX_RD_ATOMIC};
 use crate::engine::Binding;
+use crate::qp_stats::QpCounters;
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,
@@ -30,6 +31,8 @@ pub(crate) struct MetaRoceQp {
     pub(crate) ud_send: Pin<KBox<Mutex<()>>>,
     /// UD: serializes the consumption of receives by arriving datagrams.
     pub(crate) ud_recv: Pin<KBox<SpinLockBh<()>>>,
+    /// The QP's counters (`rdma statistic qp show`).
+    pub(crate) counters: QpCounters,
 }
 
 impl MetaRoceQp {
@@ -41,6 +44,7 @@ impl MetaRoceQp {
                 rdma::new_spinlock_bh!((), "metaroce_ud_recv"),
                 GFP_KERNEL_ACCOUNT,
             )?,
+            counters: QpCounters::new(),
         })
     }
 
