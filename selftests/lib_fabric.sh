@@ -285,20 +285,40 @@ fabric_down() {
 # in the background: the server on d1's device of PLANE (mr or rx) on TCP port PORT,
 # the client on sender sI's, the RDMA traffic over the GIDs of FAMILY (4 or 6). The
 # client's output goes to OUT, the server's to OUT.srv; fabric_perf_wait waits for all.
+# fabric_perf_server and fabric_perf_client start one side each (incast: every server
+# first, then every client at once).
 FABRIC_PIDS=()
 fabric_perf_bg() {
-	local plane=$1 i=$2 fam=$3 port=$4 out=$5 tool=$6; shift 6
-	local sdev cdev sg cg to=${FABRIC_PERF_TIMEOUT:-120}
-	sdev=$(fab_dev "$plane" d 1) cdev=$(fab_dev "$plane" s "$i")
+	fabric_perf_server "$1" "$3" "$4" "$5.srv" "${@:6}" || return 1
+	fabric_perf_listening "$4" || return 1
+	fabric_perf_client "$@"
+}
+
+# fabric_perf_server PLANE FAMILY PORT OUT TOOL ARGS...
+fabric_perf_server() {
+	local plane=$1 fam=$2 port=$3 out=$4 tool=$5; shift 5
+	local sdev sg
+	sdev=$(fab_dev "$plane" d 1)
 	sg=$(fabric_gid_index "$sdev" "$(fab_addr "$plane" d 1 "$fam")") || return 1
-	cg=$(fabric_gid_index "$cdev" "$(fab_addr "$plane" s "$i" "$fam")") || return 1
-	ip netns exec "$FABNS_d1" timeout "$to" "$tool" -d "$sdev" -x "$sg" -p "$port" -F "$@" \
-		> "$out.srv" 2>&1 &
+	ip netns exec "$FABNS_d1" timeout "${FABRIC_PERF_TIMEOUT:-120}" "$tool" -d "$sdev" -x "$sg" \
+		-p "$port" -F "$@" > "$out" 2>&1 &
 	FABRIC_PIDS+=($!)
-	busywait 20000 sh -c "ip netns exec $FABNS_d1 ss -Hltn 'sport = :$port' | grep -q ." ||
-		{ echo "fabric_perf_bg: $tool server did not listen on $port" >&2; return 1; }
-	ip netns exec "$(fab_ns "s$i")" timeout "$to" "$tool" -d "$cdev" -x "$cg" -p "$port" -F "$@" \
-		"$(fab_addr "$plane" d 1 4)" > "$out" 2>&1 &
+}
+
+# fabric_perf_listening PORT: waits (20 s at most) for a server's TCP port on d1.
+fabric_perf_listening() {
+	busywait 20000 sh -c "ip netns exec $FABNS_d1 ss -Hltn 'sport = :$1' | grep -q ." ||
+		{ echo "fabric_perf: no server listens on port $1" >&2; return 1; }
+}
+
+# fabric_perf_client PLANE I FAMILY PORT OUT TOOL ARGS...
+fabric_perf_client() {
+	local plane=$1 i=$2 fam=$3 port=$4 out=$5 tool=$6; shift 6
+	local cdev cg
+	cdev=$(fab_dev "$plane" s "$i")
+	cg=$(fabric_gid_index "$cdev" "$(fab_addr "$plane" s "$i" "$fam")") || return 1
+	ip netns exec "$(fab_ns "s$i")" timeout "${FABRIC_PERF_TIMEOUT:-120}" "$tool" -d "$cdev" \
+		-x "$cg" -p "$port" -F "$@" "$(fab_addr "$plane" d 1 4)" > "$out" 2>&1 &
 	FABRIC_PIDS+=($!)
 }
 
@@ -313,3 +333,31 @@ fabric_perf_wait() {
 # fabric_bw OUT: the average bandwidth perftest printed in OUT (BW average, column 4:
 # MB/s, or Gb/s with --report_gbits).
 fabric_bw() { grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" | tail -1 | awk '{ print $4 }'; }
+
+# fabric_use_links M: the ECMP routes of both routers over links 1..M only (the other
+# links stay up and shaped, and carry nothing): K=1 and K=4 in one fabric.
+fabric_use_links() {
+	local m=$1 i t nh4r1="" nh4r2="" nh6r1="" nh6r2=""
+	for i in $(seq "$m"); do
+		nh4r1+=" nexthop via 10.0.$i.2 dev l$i"
+		nh4r2+=" nexthop via 10.0.$i.1 dev l$i"
+		nh6r1+=" nexthop via fd00:0:$i::2 dev l$i"
+		nh6r2+=" nexthop via fd00:0:$i::1 dev l$i"
+	done
+	for t in 2 12; do
+		ip -n "$FABNS_r1" route replace "10.$t.0.0/16" $nh4r1 || return 1
+		ip -n "$FABNS_r1" -6 route replace "fd00:$t::/32" $nh6r1 || return 1
+	done
+	for t in 1 11; do
+		ip -n "$FABNS_r2" route replace "10.$t.0.0/16" $nh4r2 || return 1
+		ip -n "$FABNS_r2" -6 route replace "fd00:$t::/32" $nh6r2 || return 1
+	done
+}
+
+# fabric_udp_link SPORT DPORT I [PLANE]: the link r1 routes a UDP flow from sender sI's
+# PLANE (mr) address and port SPORT to d1's port DPORT over (ip route get).
+fabric_udp_link() {
+	local plane=${4:-mr}
+	ip -n "$FABNS_r1" route get "$(fab_addr "$plane" d 1 4)" from "$(fab_addr "$plane" s "$3" 4)" \
+		iif "h$3$plane" ipproto udp sport "$1" dport "$2" | sed -n 's/.* dev \(l[0-9]*\).*/\1/p' | head -1
+}
