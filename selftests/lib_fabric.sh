@@ -205,13 +205,18 @@ fabric_gid_index() {
 }
 
 # fabric_link_impair I ARGS...: netem ARGS (loss, delay, rate...) on both ends of link
-# I, the shaper and its marking queue under it. Routes are unchanged.
+# I, the shaper and its marking queue under it; r1's end (the data direction) first.
+# Routes are unchanged. The netem root (handle 5:) replaces the shaper in one step,
+# so the link is never unshaped in between; a second call changes the netem only.
 fabric_link_impair() {
 	local i=$1 r; shift
 	for r in "$FABNS_r1" "$FABNS_r2"; do
-		tc -n "$r" qdisc del dev "l$i" root 2>/dev/null
-		tc -n "$r" qdisc add dev "l$i" root handle 1: netem "$@" limit 100000 || return 1
-		fab_shape "$r" "l$i" "parent 1:1" 2: || return 1
+		if tc -n "$r" qdisc show dev "l$i" | grep -q '^qdisc netem 5: root'; then
+			tc -n "$r" qdisc change dev "l$i" root handle 5: netem "$@" limit 100000 || return 1
+			continue
+		fi
+		tc -n "$r" qdisc replace dev "l$i" root handle 5: netem "$@" limit 100000 || return 1
+		fab_shape "$r" "l$i" "parent 5:1" 2: || return 1
 	done
 }
 
@@ -219,6 +224,7 @@ fabric_link_impair() {
 fabric_link_clear() {
 	local r
 	for r in "$FABNS_r1" "$FABNS_r2"; do
+		tc -n "$r" qdisc show dev "l$1" | grep -q '^qdisc tbf 1: root' && continue
 		tc -n "$r" qdisc del dev "l$1" root 2>/dev/null
 		fab_shape "$r" "l$1" || return 1
 	done

@@ -165,8 +165,11 @@ cell_blackhole() {
 			awk '{ d = $2 - $1; if (d > m) { m = d; b = NR } } END { print b + 0 }')
 		[ "$link" -ge 1 ] || link=1
 		[ "$drv" = metaroce ] && paths before
+		# The fault's time: when r1's end (the data direction) dropped everything.
+		fabric_link_impair "$link" loss 100% &
+		busywait 5000 sh -c "tc -n $FABNS_r1 qdisc show dev l$link | grep -q 'netem 5:'"
 		t_fault=$EPOCHREALTIME
-		fabric_link_impair "$link" loss 100%
+		wait $!
 		sleep 3
 		[ "$drv" = metaroce ] && paths "after"
 		fabric_perf_wait || echo "# blackhole $drv: perftest failed: $(tail -3 "$LOG/cli" | tr '\n' ' ')"
@@ -176,7 +179,7 @@ cell_blackhole() {
 		echo "INFO|blackhole $drv link|l$link"
 		T0=$t0 series "bh-$drv" $labels
 		v=$(fabric_bw "$LOG/cli")
-		echo "RESULT|blackhole 1QP ${BH}s, l$link lost at 2.5 s|$drv|${v:--}|MB/s|perftest's average over the run"
+		echo "RESULT|blackhole 1QP ${BH}s, busiest link lost 2.5 s in|$drv|${v:--}|MB/s|perftest's average over the run"
 	done
 }
 
@@ -212,6 +215,7 @@ cell_incast() {
 			for i in $(seq "$n"); do bws+="$(fabric_bw "$LOG/cli$i") "; done
 			local qd
 			qd=$(printf '%s\n===\n%s\n' "$before_q" "$after_q" | awk '
+				BEGIN { s = 0 }
 				/^===/ { s = 1; next }
 				/dropped/ && !d[s]++ { x = $0; sub(/.*dropped /, "", x); sub(/,.*/, "", x); drop[s] = x }
 				{ for (f = 1; f < NF; f++) if ($f == "ecn_mark" || $f == "ce_mark") ecn[s] += $(f + 1) }
