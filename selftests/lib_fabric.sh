@@ -44,6 +44,8 @@
 : "${FABRIC_TYPES:=metaroce}"
 FABRIC_K=0
 FABRIC_N=0
+# The namespaces (setup_ns names them; fab_ns looks one up by node name).
+FABNS_r1='' FABNS_r2='' FABNS_d1='' FABNS_s1=''
 FABRIC_DEVS=()
 
 # fab_ns NAME: the namespace of fabric node NAME (r1, r2, s1..s8, d1).
@@ -62,7 +64,7 @@ fab_dev() { echo "$1$2$3"; }
 # fab_hostlink NS ROUTER RNAME PLANE SIDE I: the host's netdev PLANE"0" in NS to
 # RNAME on ROUTER, both ends addressed, a default route per plane.
 fab_hostlink() {
-	local ns=$1 r=$2 rname=$3 plane=$4 side=$5 i=$6 net net6
+	local ns=$1 r=$2 rname=$3 plane=$4 side=$5 i=$6 net
 	case $plane$side in mrs) net=1;; mrd) net=2;; rxs) net=11;; rxd) net=12;; esac
 	ip link add "${plane}0" netns "$ns" type veth peer name "$rname" netns "$r" || return 1
 	ip -n "$ns" addr add "10.$net.$i.1/24" dev "${plane}0"

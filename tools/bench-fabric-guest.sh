@@ -90,7 +90,6 @@ bw() {
 			printf "links used %d of %d:", n, l
 			for (i = 1; i <= NR; i++) printf " %.0f%%", t ? 100 * d[i] / t : 0 }')
 	echo "RESULT|$cell|$drv|${v:--}|MB/s|$note"
-	LAST_BW=${v:-0}
 }
 
 # cell_bw: K=1 against K=4, 1 QP and 4 QPs.
