@@ -87,7 +87,7 @@ moved() { delta "$1" "$(fabric_links_tx)" | awk -v b="$2" '{ for (i = 1; i <= NF
 # until the program ends. Every byte must be right, then the repaired link must carry data again.
 test_blackhole() {
 	local link=${DATA_LINK:-1} pid rc before out
-	NSA=$FABNS_s1
+	NSA=$(fab_ns s1)
 	before=$(fabric_links_tx)
 	ip netns exec "$NSA" timeout 300 /usr/bin/python3 "$RI" mrs1 mrd1 --seed 0x66616272 \
 		--batches 16 --big-every 8 --atomics 50 > "$LOG/ri" 2>&1 &

@@ -45,7 +45,7 @@
 FABRIC_K=0
 FABRIC_N=0
 # The namespaces (setup_ns names them; fab_ns looks one up by node name).
-FABNS_r1='' FABNS_r2='' FABNS_d1='' FABNS_s1=''
+FABNS_r1='' FABNS_r2='' FABNS_d1=''
 FABRIC_DEVS=()
 
 # fab_ns NAME: the namespace of fabric node NAME (r1, r2, s1..s8, d1).

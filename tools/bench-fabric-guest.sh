@@ -37,7 +37,7 @@ mbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b * 8 / 1e6 }'; }
 SAMPLER=
 sampler() {
 	local name=$1; shift
-	ip netns exec "$FABNS_r1" bash -c '
+	ip netns exec "$(fab_ns r1)" bash -c '
 		out=$1 period=$2; shift 2; files=()
 		for d in "$@"; do
 			case $d in l*) files+=("/sys/class/net/$d/statistics/tx_bytes");;
@@ -130,7 +130,7 @@ cell_hot() {
 		[ "$(fabric_udp_link "$sport" 5201 2)" = l2 ] && break
 	done
 	echo "# hot flow: s2 UDP $sport -> d1:5201 takes $(fabric_udp_link "$sport" 5201 2)"
-	ip netns exec "$FABNS_d1" iperf3 -s -D -p 5201 >/dev/null 2>&1
+	ip netns exec "$(fab_ns d1)" iperf3 -s -D -p 5201 >/dev/null 2>&1
 	sleep 1
 	for drv in metaroce rxe; do
 		ip netns exec "$(fab_ns s2)" iperf3 -c "$(fab_addr mr d 1 4)" -p 5201 -u -b "${rate_m}M" \
