@@ -79,8 +79,16 @@ spread() {
 test_spread4() { spread 4; }
 test_spread6() { spread 6; }
 
-# moved BEFORE BYTES: the links have carried BYTES since fabric_links_tx said BEFORE.
-moved() { delta "$1" "$(fabric_links_tx)" | awk -v b="$2" '{ for (i = 1; i <= NF; i++) t += $i; exit !(t >= b) }'; }
+# link_bytes: the bytes both routers have sent on all links (one number).
+link_bytes() {
+	local r
+	for r in r1 r2; do ip netns exec "$(fab_ns $r)" sh -c 'cat /sys/class/net/l*/statistics/tx_bytes'; done |
+		awk '{ t += $1 } END { printf "%d\n", t }'
+}
+
+# moved BEFORE BYTES: the links have carried BYTES, both ways, since link_bytes said
+# BEFORE.
+moved() { [ $(($(link_bytes) - $1)) -ge "$2" ] || { sleep 0.4; return 1; }; }
 
 # test_blackhole: rc_integrity.py between s1 and d1 (IPv4, the same connection as
 # test_spread4); once data flows, the busiest link is blackholed in both directions
@@ -92,8 +100,9 @@ test_blackhole() {
 	ip netns exec "$NSA" timeout 300 /usr/bin/python3 "$RI" mrs1 mrd1 --seed 0x66616272 \
 		--batches 16 --big-every 8 --atomics 50 > "$LOG/ri" 2>&1 &
 	pid=$!
-	# Data is flowing (a MiB through the fabric; pyverbs takes seconds to start).
-	busywait 60000 moved "$before" 1048576
+	# Data is flowing (512 KiB through the fabric; pyverbs takes seconds to start).
+	busywait 90000 moved "$(link_bytes)" 524288 ||
+		ktap_print_msg "no data seen on the links for 90 s: blackholing l$link now"
 	fabric_link_impair "$link" loss 100% || { kill $pid; wait $pid; fail "netem on l$link failed"; return; }
 	ktap_print_msg "l$link blackholed (netem loss 100% both ways) $(date +%T.%N | cut -c1-12)"
 	wait $pid
