@@ -157,18 +157,16 @@ cell_blackhole() {
 		t0=$EPOCHREALTIME
 		before=$(fabric_links_tx)
 		fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$BH"
-		sleep 2.5
+		sleep 1.5
 		after=$(fabric_links_tx)
 		# The link carrying most of it.
 		link=$(paste <(echo "$before" | tr ' ' '\n') <(echo "$after" | tr ' ' '\n') |
 			awk '{ d = $2 - $1; if (d > m) { m = d; b = NR } } END { print b + 0 }')
 		[ "$link" -ge 1 ] || link=1
 		[ "$drv" = metaroce ] && paths before
-		# The fault's time: when r1's end (the data direction) dropped everything.
-		fabric_link_impair "$link" loss 100% &
-		busywait 5000 sh -c "tc -n $FABNS_r1 qdisc show dev l$link | grep -q 'netem 5:'"
+		# The fault's time: r1's end (the data direction) is the first tc command.
 		t_fault=$EPOCHREALTIME
-		wait $!
+		fabric_link_impair "$link" loss 100%
 		sleep 3
 		[ "$drv" = metaroce ] && paths "after"
 		fabric_perf_wait || echo "# blackhole $drv: perftest failed: $(tail -3 "$LOG/cli" | tr '\n' ' ')"

@@ -166,10 +166,27 @@ def main():
                 row.append('-')
                 continue
             xs = [num(x) for x in r['value'].split()]
+            # perftest's averages cover each client's own run, which start apart:
+            # their sum overstates the aggregate. The senders' rates sampled at r1
+            # over the time all of them were sending give it, and the fairness.
+            tag = cell.split(' ')[1].split(':')[0]
+            hints = cell.split('hints ')[1] if 'hints ' in cell else '-'
+            names, tot = totals(series, f'incast{tag}-{drv}{hints}')
+            both = [i for i in range(len(tot)) if all(series[n][i][1] > 0.05 for n in names)]
+            # What r1 received from the senders includes what the link then dropped:
+            # offered load, equal to goodput only without drops.
             agg = sum(x for x in xs if x)
-            j = jain(xs)
+            extra = ''
+            if names and len(both) >= 3:
+                off = mbs(mean([tot[i][1] for i in both]))
+                j = jain([mean([series[n][i][1] for i in both]) for n in names])
+                extra = (f'offered into the link while all {len(names)} sent '
+                         f'({tot[both[-1]][0] - tot[both[0]][0]:.1f} s): {off:.2f} MB/s, '
+                         f'Jain {fmt(j)} (sampled at r1); ')
             row.append(f'{agg:.2f} MB/s ({100 * agg / mbs(rate):.0f}%)')
-            notes.append(f"{drv}: Jain {fmt(j)}, per sender {' '.join(fmt(x) for x in xs)}, {r['note']}")
+            notes.append(f"{drv}: {extra}Jain {fmt(jain(xs))} over perftest's averages "
+                         f"{' '.join(fmt(x) for x in xs)} MB/s (their sum overstates the aggregate "
+                         f"when the clients' runs do not overlap fully); {r['note']}")
         print(f"| {cell} | {row[0]} | {row[1]} | {mbs(rate):.2f} MB/s | | | {'; '.join(notes)} |")
     plot(info, series, outdir)
 
