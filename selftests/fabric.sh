@@ -98,7 +98,7 @@ test_blackhole() {
 	NSA=$(fab_ns s1)
 	before=$(fabric_links_tx)
 	ip netns exec "$NSA" timeout 300 /usr/bin/python3 "$RI" mrs1 mrd1 --seed 0x66616272 \
-		--batches 40 --big-every 8 --atomics 50 > "$LOG/ri" 2>		--batches 16 --big-every 8 --atomics 50 > "$LOG/ri" 2>&1 &1 &
+		--batches 40 --big-every 8 --atomics 50 > "$LOG/ri" 2>&1 &
 	pid=$!
 	# Data is flowing (512 KiB through the fabric; pyverbs takes seconds to start).
 	# Under TCG this poll starves while the program busy-polls: with 16 batches the
