@@ -102,7 +102,7 @@ test_blackhole() {
 	pid=$!
 	# Data is flowing (512 KiB through the fabric; pyverbs takes seconds to start).
 	# Under TCG this poll starves while the program busy-polls: with 16 batches the
-	# blackhole came within a second of the end; 40 batches leave it most of the run.
+	# blackhole came within a second of the end; 40 batches should leave it more of it.
 	busywait 90000 moved "$(link_bytes)" 524288 ||
 		ktap_print_msg "no data seen on the links for 90 s: blackholing l$link now"
 	fabric_link_impair "$link" loss 100% || { kill $pid; wait $pid; fail "netem on l$link failed"; return; }
