@@ -10,6 +10,8 @@
 #   make sim        the deterministic simulator's results table
 #   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
 #                   benchmark kernel (no lockdep; built once, like the test kernel)
+#   make bench-fabric  metaroce vs rdma_rxe on a routed ECMP fabric in the VM: a
+#                   table and plots (tools/bench-fabric)
 #   make vm CMD=..  run one command in the test VM (tools/vm-run)
 #   make clean
 #
@@ -24,7 +26,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check test-core test-vm sim bench vm clean install dkms fmt
+.PHONY: all modules setup kernel demo check test-core test-vm sim bench bench-fabric vm clean install dkms fmt
 all: modules
 
 setup:
@@ -66,6 +68,9 @@ sim: setup
 
 bench: setup
 	@tools/bench
+
+bench-fabric: setup
+	@tools/bench-fabric
 
 vm: modules
 	@tools/vm-run '$(CMD)'

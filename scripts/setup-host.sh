@@ -25,6 +25,8 @@ APT_PKGS=(
 	busybox-static
 	rdma-core ibverbs-utils ibverbs-providers perftest rdmacm-utils python3-pyverbs
 	iproute2 iputils-ping ethtool procps psmisc
+	# the fabric benchmark (tools/bench-fabric): a competing UDP flow, the plots
+	iperf3 python3-matplotlib
 	# host install (make install, make dkms) and the tracepoints' reader
 	dkms trace-cmd
 )

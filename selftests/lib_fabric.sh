@@ -1,0 +1,371 @@
+# SPDX-License-Identifier: GPL-2.0
+#
+# A routed fabric in network namespaces, shared by selftests/fabric.sh and
+# tools/bench-fabric-guest.sh (sourced after lib.sh; runs inside the test VM):
+#
+#   s1 ─┐                                   ┌─ d1
+#   s2 ─┼─ r1 ══ K parallel links (l1..lK) ══ r2 ─┘
+#   ..  │   ECMP, IPv4 and IPv6, hashing on the UDP 5-tuple
+#   sN ─┘   (net.ipv{4,6}.fib_multipath_hash_policy=1)
+#
+# N sender hosts (s1..sN, up to 8) hang off router r1, one receiver host d1 off r2;
+# the routers are joined by K veth links (1..8), each end shaped to $FABRIC_RATE by
+# tbf with an ECN-marking child ($FABRIC_AQM, fq_codel ecn by default); the host links
+# are not shaped. Every host has two netdevs to its router, one per plane, so that
+# metaroce and rdma_rxe (which share a driver id and so must not share a netdev) run
+# over the same K links:
+#
+#   plane     netdev  sender si              receiver d1           RDMA device
+#   metaroce  mr0     10.1.i.1 fd00:1:i::1   10.2.1.1 fd00:2:1::1  mrsI / mrd1
+#   rxe       rx0     10.11.i.1 fd00:11:i::1 10.12.1.1 fd00:12:1::1 rxsI / rxd1
+#
+# Link i: r1's end 10.0.i.1 / fd00:0:i::1, r2's end 10.0.i.2 / fd00:0:i::2, both named
+# lI. r1 sees sender i's traffic as rx on its netdev hI, r2 the receiver's on d1.
+#
+#   fabric_up K N                   build it (FABRIC_TYPES: "metaroce", "rxe" or both)
+#   fabric_link_impair I ARGS...    netem ARGS on both ends of link I, above the shaper
+#                                   ("loss 100%" is a blackhole: routes unchanged)
+#   fabric_link_clear I             back to the shaper alone
+#   fabric_topology                 print the topology
+#   fabric_counters                 per-link counters (bytes, packets, drops, ECN marks)
+#   fabric_link_tx I                bytes r1 sent on link I (the data direction)
+#   fabric_down                     remove devices and namespaces
+#
+# Settings (environment): FABRIC_RATE (per link and direction, default 20mbit: see
+# Documentation/metaroce/testing.rst for how it was chosen), FABRIC_AQM (the child
+# qdisc, default "fq_codel ecn"), FABRIC_HASH_POLICY (default 1; 0 hashes on addresses
+# only and puts every flow between two hosts on one link), FABRIC_MTU (default 1500),
+# FABRIC_TYPES (default "metaroce").
+
+: "${FABRIC_RATE:=20mbit}"
+: "${FABRIC_AQM:=fq_codel ecn}"
+: "${FABRIC_HASH_POLICY:=1}"
+: "${FABRIC_MTU:=1500}"
+: "${FABRIC_TYPES:=metaroce}"
+FABRIC_K=0
+FABRIC_N=0
+# The namespaces (setup_ns names them; fab_ns looks one up by node name).
+FABNS_r1='' FABNS_r2='' FABNS_d1=''
+FABRIC_DEVS=()
+
+# fab_ns NAME: the namespace of fabric node NAME (r1, r2, s1..s8, d1).
+fab_ns() { local v="FABNS_$1"; echo "${!v}"; }
+
+# fab_addr PLANE SIDE I FAMILY: a host's address. PLANE mr or rx, SIDE s or d.
+fab_addr() {
+	local net
+	case $1$2 in mrs) net=1;; mrd) net=2;; rxs) net=11;; rxd) net=12;; esac
+	if [ "$4" = 6 ]; then echo "fd00:$net:$3::1"; else echo "10.$net.$3.1"; fi
+}
+
+# fab_dev PLANE SIDE I: the RDMA device of a host (mrs1, mrd1, rxs1, ...).
+fab_dev() { echo "$1$2$3"; }
+
+# fab_hostlink NS ROUTER RNAME PLANE SIDE I: the host's netdev PLANE"0" in NS to
+# RNAME on ROUTER, both ends addressed, a default route per plane.
+fab_hostlink() {
+	local ns=$1 r=$2 rname=$3 plane=$4 side=$5 i=$6 net
+	case $plane$side in mrs) net=1;; mrd) net=2;; rxs) net=11;; rxd) net=12;; esac
+	ip link add "${plane}0" netns "$ns" type veth peer name "$rname" netns "$r" || return 1
+	ip -n "$ns" addr add "10.$net.$i.1/24" dev "${plane}0"
+	ip -n "$ns" addr add "fd00:$net:$i::1/64" dev "${plane}0" nodad
+	ip -n "$r" addr add "10.$net.$i.254/24" dev "$rname"
+	ip -n "$r" addr add "fd00:$net:$i::fe/64" dev "$rname" nodad
+	ip -n "$ns" link set "${plane}0" mtu "$FABRIC_MTU" up
+	ip -n "$r" link set "$rname" mtu "$FABRIC_MTU" up
+	# The far side's planes, through this host's router.
+	local far
+	case $plane$side in mrs) far=2;; mrd) far=1;; rxs) far=12;; rxd) far=11;; esac
+	ip -n "$ns" route add "10.$far.0.0/16" via "10.$net.$i.254" dev "${plane}0" || return 1
+	ip -n "$ns" -6 route add "fd00:$far::/32" via "fd00:$net:$i::fe" dev "${plane}0" || return 1
+}
+
+# fab_shape NS DEV: the link's qdisc: tbf at $FABRIC_RATE, $FABRIC_AQM under it.
+# The burst is about 2 ms at the rate (at least 2 full frames).
+fab_shape() {
+	local ns=$1 dev=$2 parent=${3:-root} handle=${4:-1:} burst
+	burst=$(fab_rate_bps | awk -v m="$FABRIC_MTU" '{ b = $1 / 8 / 500; if (b < 3 * m) b = 3 * m; printf "%d", b }')
+	tc -n "$ns" qdisc add dev "$dev" $parent handle "$handle" tbf rate "$FABRIC_RATE" \
+		burst "$burst" latency 200ms || return 1
+	# shellcheck disable=SC2086 # FABRIC_AQM is a qdisc and its arguments
+	tc -n "$ns" qdisc add dev "$dev" parent "${handle%:}:1" handle "${handle%:}0:" $FABRIC_AQM
+}
+
+# fab_rate_bps: $FABRIC_RATE in bit/s (tc units: kbit, mbit, gbit).
+fab_rate_bps() {
+	echo "$FABRIC_RATE" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
+		m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
+		printf "%d\n", v * m }'
+}
+
+# fab_sysctls NS: forwarding, multipath hashing, no reverse-path filter.
+fab_sysctls() {
+	ip netns exec "$1" sh -c "
+		sysctl -qw net.ipv4.ip_forward=1 net.ipv6.conf.all.forwarding=1
+		sysctl -qw net.ipv4.fib_multipath_hash_policy=$FABRIC_HASH_POLICY
+		sysctl -qw net.ipv6.fib_multipath_hash_policy=$FABRIC_HASH_POLICY
+		sysctl -qw net.ipv4.conf.all.rp_filter=0 net.ipv4.conf.default.rp_filter=0"
+}
+
+# fabric_up K N: K links between the routers, N sender hosts, one receiver, and the
+# RDMA devices of $FABRIC_TYPES on every host, their GIDs ready.
+fabric_up() {
+	local k=${1:-4} n=${2:-1} i t plane side h
+	{ [ "$k" -ge 1 ] && [ "$k" -le 8 ] && [ "$n" -ge 1 ] && [ "$n" -le 8 ]; } ||
+		{ echo "fabric_up: K (links) and N (senders) must be 1..8" >&2; return 1; }
+	modprobe -a sch_tbf sch_netem sch_fq_codel sch_red 2>/dev/null
+	for t in $FABRIC_TYPES; do load_rdma_type "$t" || return 1; done
+	FABRIC_K=$k FABRIC_N=$n FABRIC_DEVS=()
+	setup_ns FABNS_r1 FABNS_r2 FABNS_d1 || return 1
+	for i in $(seq "$n"); do setup_ns "FABNS_s$i" || return 1; done
+	fab_sysctls "$FABNS_r1" && fab_sysctls "$FABNS_r2" || return 1
+	for i in $(seq "$k"); do
+		ip link add "l$i" netns "$FABNS_r1" type veth peer name "l$i" netns "$FABNS_r2" || return 1
+		ip -n "$FABNS_r1" addr add "10.0.$i.1/24" dev "l$i"
+		ip -n "$FABNS_r2" addr add "10.0.$i.2/24" dev "l$i"
+		ip -n "$FABNS_r1" addr add "fd00:0:$i::1/64" dev "l$i" nodad
+		ip -n "$FABNS_r2" addr add "fd00:0:$i::2/64" dev "l$i" nodad
+		ip -n "$FABNS_r1" link set "l$i" mtu "$FABRIC_MTU" up
+		ip -n "$FABNS_r2" link set "l$i" mtu "$FABRIC_MTU" up
+		fab_shape "$FABNS_r1" "l$i" && fab_shape "$FABNS_r2" "l$i" ||
+			{ echo "fabric_up: shaping l$i failed" >&2; return 1; }
+	done
+	for plane in mr rx; do
+		for i in $(seq "$n"); do
+			fab_hostlink "$(fab_ns "s$i")" "$FABNS_r1" "h$i$plane" "$plane" s "$i" || return 1
+		done
+		fab_hostlink "$FABNS_d1" "$FABNS_r2" "d1$plane" "$plane" d 1 || return 1
+	done
+	# ECMP routes to the far hosts' planes, every link a next hop, both families.
+	local nh4r1="" nh4r2="" nh6r1="" nh6r2=""
+	for i in $(seq "$k"); do
+		nh4r1+=" nexthop via 10.0.$i.2 dev l$i"
+		nh4r2+=" nexthop via 10.0.$i.1 dev l$i"
+		nh6r1+=" nexthop via fd00:0:$i::2 dev l$i"
+		nh6r2+=" nexthop via fd00:0:$i::1 dev l$i"
+	done
+	for t in 2 12; do
+		ip -n "$FABNS_r1" route add "10.$t.0.0/16" $nh4r1 || return 1
+		ip -n "$FABNS_r1" -6 route add "fd00:$t::/32" $nh6r1 || return 1
+	done
+	for t in 1 11; do
+		ip -n "$FABNS_r2" route add "10.$t.0.0/16" $nh4r2 || return 1
+		ip -n "$FABNS_r2" -6 route add "fd00:$t::/32" $nh6r2 || return 1
+	done
+	# The RDMA devices.
+	for t in $FABRIC_TYPES; do
+		case $t in metaroce) plane=mr;; rxe) plane=rx;; esac
+		for h in $(seq "$n" | sed 's/^/s/') d1; do
+			side=${h%%[0-9]*} i=${h#?}
+			ip netns exec "$(fab_ns "$h")" rdma link add "$(fab_dev $plane "$side" "$i")" \
+				type "$t" netdev "${plane}0" || return 1
+			FABRIC_DEVS+=("$(fab_dev $plane "$side" "$i")")
+		done
+	done
+	for h in $(seq "$n" | sed 's/^/s/') d1; do
+		side=${h%%[0-9]*} i=${h#?}
+		for t in $FABRIC_TYPES; do
+			case $t in metaroce) plane=mr;; rxe) plane=rx;; esac
+			busywait 10000 fab_has_gids "$(fab_dev $plane "$side" "$i")" \
+				"$(fab_addr $plane "$side" "$i" 4)" "$(fab_addr $plane "$side" "$i" 6)" ||
+				{ echo "fabric_up: no GIDs on $(fab_dev $plane "$side" "$i")" >&2; return 1; }
+		done
+	done
+	# Neighbours and routes warm: one ping per host and family through the fabric.
+	for i in $(seq "$n"); do
+		for plane in $([[ $FABRIC_TYPES == *metaroce* ]] && echo mr) $([[ $FABRIC_TYPES == *rxe* ]] && echo rx); do
+			ip netns exec "$(fab_ns "s$i")" ping -q -c 1 -W 5 "$(fab_addr $plane d 1 4)" >/dev/null &&
+			ip netns exec "$(fab_ns "s$i")" ping -q -c 1 -W 5 "$(fab_addr $plane d 1 6)" >/dev/null ||
+				{ echo "fabric_up: s$i cannot reach d1 over $plane" >&2; return 1; }
+		done
+	done
+}
+
+# fab_has_gids DEV ADDR4 ADDR6: DEV's GID table holds both addresses.
+fab_has_gids() {
+	local gids
+	gids=$(cat /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null)
+	echo "$gids" | grep -q "$(fab_gid4 "$2")" && echo "$gids" | grep -q "$(fab_gid6 "$3")"
+}
+
+# fab_gid4 ADDR / fab_gid6 ADDR: the GID as sysfs prints it.
+fab_gid4() { echo "$1" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n", $1, $2, $3, $4 }'; }
+fab_gid6() {
+	/usr/bin/python3 -c 'import ipaddress, sys
+h = ipaddress.IPv6Address(sys.argv[1]).exploded.replace(":", "")
+print(":".join(h[i:i + 4] for i in range(0, 32, 4)))' "$1"
+}
+
+# fabric_gid_index DEV ADDR: DEV's GID index for ADDR (IPv4 or IPv6).
+fabric_gid_index() {
+	local want f
+	case $2 in *:*) want=$(fab_gid6 "$2");; *) want=$(fab_gid4 "$2");; esac
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		[ "$(cat "$f" 2>/dev/null)" = "$want" ] && { basename "$f"; return 0; }
+	done
+	return 1
+}
+
+# fabric_link_impair I ARGS...: netem ARGS (loss, delay, rate...) on both ends of link
+# I, the shaper and its marking queue under it; r1's end (the data direction) first.
+# Routes are unchanged. The netem root (handle 5:) replaces the shaper in one step,
+# so the link is never unshaped in between; a second call changes the netem only.
+fabric_link_impair() {
+	local i=$1 r; shift
+	for r in "$FABNS_r1" "$FABNS_r2"; do
+		if tc -n "$r" qdisc show dev "l$i" | grep -q '^qdisc netem 5: root'; then
+			tc -n "$r" qdisc change dev "l$i" root handle 5: netem "$@" limit 100000 || return 1
+			continue
+		fi
+		tc -n "$r" qdisc replace dev "l$i" root handle 5: netem "$@" limit 100000 || return 1
+		fab_shape "$r" "l$i" "parent 5:1" 2: || return 1
+	done
+}
+
+# fabric_link_clear I: link I back to the shaper alone.
+fabric_link_clear() {
+	local r
+	for r in "$FABNS_r1" "$FABNS_r2"; do
+		tc -n "$r" qdisc show dev "l$1" | grep -q '^qdisc tbf 1: root' && continue
+		tc -n "$r" qdisc del dev "l$1" root 2>/dev/null
+		fab_shape "$r" "l$1" || return 1
+	done
+}
+
+# fabric_link_tx I: bytes r1 has sent on link I (the senders' data direction).
+fabric_link_tx() { ip netns exec "$FABNS_r1" cat "/sys/class/net/l$1/statistics/tx_bytes"; }
+
+# fabric_links_tx: the bytes r1 has sent on each link, one line, space-separated.
+fabric_links_tx() {
+	local i out=""
+	for i in $(seq "$FABRIC_K"); do out+="$(fabric_link_tx "$i") "; done
+	echo "${out% }"
+}
+
+# fabric_topology: what fabric_up built.
+fabric_topology() {
+	local i
+	echo "fabric: $FABRIC_N sender(s) -> r1 == $FABRIC_K link(s) == r2 -> d1;" \
+		"links $FABRIC_RATE each way, $FABRIC_AQM under tbf, MTU $FABRIC_MTU," \
+		"multipath hash policy $FABRIC_HASH_POLICY; devices: ${FABRIC_DEVS[*]:-none}"
+	for i in $(seq "$FABRIC_N"); do
+		echo "  s$i ($(fab_ns "s$i")): mr0 $(fab_addr mr s "$i" 4) $(fab_addr mr s "$i" 6)," \
+			"rx0 $(fab_addr rx s "$i" 4) $(fab_addr rx s "$i" 6) -> r1 h${i}mr/h${i}rx"
+	done
+	echo "  d1 ($FABNS_d1): mr0 $(fab_addr mr d 1 4) $(fab_addr mr d 1 6)," \
+		"rx0 $(fab_addr rx d 1 4) $(fab_addr rx d 1 6) -> r2 d1mr/d1rx"
+	ip -n "$FABNS_r1" route show 10.2.0.0/16 | sed 's/^/  r1: /'
+	ip -n "$FABNS_r1" -6 route show fd00:2::/32 | sed 's/^/  r1: /'
+}
+
+# fabric_counters: per link and direction, the netdev's tx bytes and packets and the
+# qdiscs' drops and ECN marks (tc -s).
+fabric_counters() {
+	local i r name
+	printf '  %-5s %-6s %14s %10s %8s %8s %s\n' link dir tx_bytes tx_pkts dropped ecn_mark qdiscs
+	for i in $(seq "$FABRIC_K"); do
+		for r in r1 r2; do
+			name=$(fab_ns "$r")
+			ip netns exec "$name" sh -c "cat /sys/class/net/l$i/statistics/tx_bytes \
+				/sys/class/net/l$i/statistics/tx_packets; tc -s qdisc show dev l$i" |
+			awk -v l="l$i" -v d="$([ $r = r1 ] && echo '->' || echo '<-')" '
+				NR == 1 { b = $0; next } NR == 2 { p = $0; next }
+				/^qdisc/ { kinds = kinds (kinds ? "/" : "") $2 }
+				# The root qdisc counts the drops of its children too: its figure alone.
+				/dropped/ && !seen++ { s = $0; sub(/.*dropped /, "", s); sub(/,.*/, "", s); drop = s }
+				/ecn_mark|ce_mark/ { for (f = 1; f < NF; f++) if ($f == "ecn_mark" || $f == "ce_mark") ecn += $(f + 1) }
+				/marked/ { for (f = 1; f < NF; f++) if ($f == "marked") ecn += $(f + 1) }
+				END { printf "  %-5s %-6s %14d %10d %8d %8d %s\n", l, d, b, p, drop, ecn, kinds }'
+		done
+	done
+}
+
+# fabric_down: the RDMA devices first (rdma_rxe's netdev notifier must not meet a
+# metaroce device's netdev going away), then the namespaces.
+fabric_down() {
+	local d
+	for d in "${FABRIC_DEVS[@]}"; do rdma link del "$d" 2>/dev/null; done
+	FABRIC_DEVS=()
+	cleanup_all_ns
+}
+
+# fabric_perf_bg PLANE I FAMILY PORT OUT TOOL ARGS...: a perftest pair over the fabric
+# in the background: the server on d1's device of PLANE (mr or rx) on TCP port PORT,
+# the client on sender sI's, the RDMA traffic over the GIDs of FAMILY (4 or 6). The
+# client's output goes to OUT, the server's to OUT.srv; fabric_perf_wait waits for all.
+# fabric_perf_server and fabric_perf_client start one side each (incast: every server
+# first, then every client at once).
+FABRIC_PIDS=()
+fabric_perf_bg() {
+	fabric_perf_server "$1" "$3" "$4" "$5.srv" "${@:6}" || return 1
+	fabric_perf_listening "$4" || return 1
+	fabric_perf_client "$@"
+}
+
+# fabric_perf_server PLANE FAMILY PORT OUT TOOL ARGS...
+fabric_perf_server() {
+	local plane=$1 fam=$2 port=$3 out=$4 tool=$5; shift 5
+	local sdev sg
+	sdev=$(fab_dev "$plane" d 1)
+	sg=$(fabric_gid_index "$sdev" "$(fab_addr "$plane" d 1 "$fam")") || return 1
+	ip netns exec "$FABNS_d1" timeout "${FABRIC_PERF_TIMEOUT:-120}" "$tool" -d "$sdev" -x "$sg" \
+		-p "$port" -F "$@" > "$out" 2>&1 &
+	FABRIC_PIDS+=($!)
+}
+
+# fabric_perf_listening PORT: waits (20 s at most) for a server's TCP port on d1.
+fabric_perf_listening() {
+	busywait 20000 sh -c "ip netns exec $FABNS_d1 ss -Hltn 'sport = :$1' | grep -q ." ||
+		{ echo "fabric_perf: no server listens on port $1" >&2; return 1; }
+}
+
+# fabric_perf_client PLANE I FAMILY PORT OUT TOOL ARGS...
+fabric_perf_client() {
+	local plane=$1 i=$2 fam=$3 port=$4 out=$5 tool=$6; shift 6
+	local cdev cg
+	cdev=$(fab_dev "$plane" s "$i")
+	cg=$(fabric_gid_index "$cdev" "$(fab_addr "$plane" s "$i" "$fam")") || return 1
+	ip netns exec "$(fab_ns "s$i")" timeout "${FABRIC_PERF_TIMEOUT:-120}" "$tool" -d "$cdev" \
+		-x "$cg" -p "$port" -F "$@" "$(fab_addr "$plane" d 1 4)" > "$out" 2>&1 &
+	FABRIC_PIDS+=($!)
+}
+
+# fabric_perf_wait: waits for every fabric_perf_bg process; fails if any failed.
+fabric_perf_wait() {
+	local p rc=0
+	for p in "${FABRIC_PIDS[@]}"; do wait "$p" || rc=1; done
+	FABRIC_PIDS=()
+	return $rc
+}
+
+# fabric_bw OUT: the average bandwidth perftest printed in OUT (BW average, column 4:
+# MB/s, or Gb/s with --report_gbits).
+fabric_bw() { grep -E '^ *[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+' "$1" | tail -1 | awk '{ print $4 }'; }
+
+# fabric_use_links M: the ECMP routes of both routers over links 1..M only (the other
+# links stay up and shaped, and carry nothing): K=1 and K=4 in one fabric.
+fabric_use_links() {
+	local m=$1 i t nh4r1="" nh4r2="" nh6r1="" nh6r2=""
+	for i in $(seq "$m"); do
+		nh4r1+=" nexthop via 10.0.$i.2 dev l$i"
+		nh4r2+=" nexthop via 10.0.$i.1 dev l$i"
+		nh6r1+=" nexthop via fd00:0:$i::2 dev l$i"
+		nh6r2+=" nexthop via fd00:0:$i::1 dev l$i"
+	done
+	for t in 2 12; do
+		ip -n "$FABNS_r1" route replace "10.$t.0.0/16" $nh4r1 || return 1
+		ip -n "$FABNS_r1" -6 route replace "fd00:$t::/32" $nh6r1 || return 1
+	done
+	for t in 1 11; do
+		ip -n "$FABNS_r2" route replace "10.$t.0.0/16" $nh4r2 || return 1
+		ip -n "$FABNS_r2" -6 route replace "fd00:$t::/32" $nh6r2 || return 1
+	done
+}
+
+# fabric_udp_link SPORT DPORT I [PLANE]: the link r1 routes a UDP flow from sender sI's
+# PLANE (mr) address and port SPORT to d1's port DPORT over (ip route get).
+fabric_udp_link() {
+	local plane=${4:-mr}
+	ip -n "$FABNS_r1" route get "$(fab_addr "$plane" d 1 4)" from "$(fab_addr "$plane" s "$3" 4)" \
+		iif "h$3$plane" ipproto udp sport "$1" dport "$2" | sed -n 's/.* dev \(l[0-9]*\).*/\1/p' | head -1
+}

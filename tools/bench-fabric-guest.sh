@@ -1,0 +1,251 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs INSIDE the test VM (see tools/bench-fabric): metaroce and rdma_rxe on the same
+# routed fabric (selftests/lib_fabric.sh: 8 senders, 4 shaped ECMP links, 1 receiver),
+# and prints
+#   RESULT|<cell>|<driver>|<value>|<unit>|<note>     one measurement
+#   SERIES|<name>|<t seconds>|<value>                 a time series point (Mbit/s)
+#   INFO|<key>|<value>                                the run's settings
+# Bandwidth is perftest's BW average in MB/s (10^6 bytes/s), link rates in Mbit/s.
+#   tools/bench-fabric-guest.sh [--quick]
+# BENCH_DURATION (seconds per cell, default 8; 4 with --quick), FABRIC_RATE (per link).
+
+. "$(dirname "$0")/../selftests/lib.sh"
+. "$(dirname "$0")/../selftests/lib_fabric.sh"
+
+QUICK=0
+[ "${1:-}" = --quick ] && QUICK=1
+D=${BENCH_DURATION:-8}
+[ $QUICK = 1 ] && D=${BENCH_DURATION:-4}
+K=4
+N=8
+[ $QUICK = 1 ] && N=4
+INCAST="4 8"
+[ $QUICK = 1 ] && INCAST="4"
+LOG=$(mktemp -d /tmp/bench-fabric.XXXXXX)
+PORT=19000
+SAMPLE=0.2
+HINTS=/sys/module/metaroce/parameters/rate_hints
+trap 'kill_sampler; fabric_down; rm -rf "$LOG"' EXIT
+
+drv_plane() { case $1 in metaroce) echo mr;; rxe) echo rx;; esac; }
+mbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b * 8 / 1e6 }'; }
+
+# sampler NAME DEV...: every $SAMPLE s, r1's byte counters of DEV (lI: tx, hI: rx)
+# into $LOG/NAME.samples ("epoch-seconds bytes bytes ..."), until kill_sampler.
+SAMPLER=
+sampler() {
+	local name=$1; shift
+	ip netns exec "$(fab_ns r1)" bash -c '
+		out=$1 period=$2; shift 2; files=()
+		for d in "$@"; do
+			case $d in l*) files+=("/sys/class/net/$d/statistics/tx_bytes");;
+			*) files+=("/sys/class/net/$d/statistics/rx_bytes");; esac
+		done
+		while :; do
+			line=$EPOCHREALTIME
+			for f in "${files[@]}"; do read -r v < "$f"; line+=" $v"; done
+			echo "$line"
+			sleep "$period"
+		done > "$out"' _ "$LOG/$name.samples" "$SAMPLE" "$@" &
+	SAMPLER=$!
+}
+kill_sampler() { [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null && wait "$SAMPLER" 2>/dev/null; SAMPLER=; }
+
+# series NAME LABEL...: SERIES lines (Mbit/s between samples) from $LOG/NAME.samples,
+# one series NAME/LABEL per column, time in seconds since T0 (epoch seconds).
+series() {
+	local name=$1; shift
+	awk -v n="$name" -v labels="$*" -v t0="$T0" '
+		BEGIN { k = split(labels, lab, " ") }
+		NR > 1 { for (i = 1; i <= k; i++) {
+			r = ($(i + 1) - prev[i]) * 8 / 1e6 / ($1 - pt)
+			printf "SERIES|%s/%s|%.3f|%.3f\n", n, lab[i], $1 - t0, r } }
+		{ pt = $1; for (i = 1; i <= k; i++) prev[i] = $(i + 1) }' "$LOG/$name.samples"
+}
+
+# paths WHEN: the driver's per-path state, where it has it (debugfs, issue 33 part 2).
+paths() {
+	local d
+	for d in /sys/kernel/debug/metaroce/*/paths; do
+		[ -e "$d" ] || return 0
+		sed "s|^|# paths $1 $(basename "$(dirname "$d")"): |" "$d"
+	done
+}
+
+# bw CELL DRIVER LINKS ARGS...: one ib_write_bw 64 KiB from s1 to d1 over LINKS links;
+# RESULT in MB/s, the links' share in the note.
+bw() {
+	local cell=$1 drv=$2 links=$3 before after v note; shift 3
+	PORT=$((PORT + 1))
+	before=$(fabric_links_tx)
+	fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$D" "$@"
+	fabric_perf_wait || echo "# $cell $drv: perftest failed: $(tail -2 "$LOG/cli" | tr '\n' ' ')"
+	after=$(fabric_links_tx)
+	v=$(fabric_bw "$LOG/cli")
+	note=$(paste <(echo "$before" | tr ' ' '\n') <(echo "$after" | tr ' ' '\n') |
+		awk -v l="$links" '{ d[NR] = $2 - $1; t += d[NR] } END {
+			for (i = 1; i <= NR; i++) if (t && d[i] * 20 >= t) n++
+			printf "links used %d of %d:", n, l
+			for (i = 1; i <= NR; i++) printf " %.0f%%", t ? 100 * d[i] / t : 0 }')
+	echo "RESULT|$cell|$drv|${v:--}|MB/s|$note"
+}
+
+# cell_bw: K=1 against K=4, 1 QP and 4 QPs.
+cell_bw() {
+	local drv q
+	for q in 1 4; do
+		for drv in metaroce rxe; do
+			fabric_use_links 1; sleep 0.5
+			bw "bw K=1 ${q}QP" $drv 1 -q $q
+			fabric_use_links $K; sleep 0.5
+			bw "bw K=$K ${q}QP" $drv $K -q $q
+		done
+	done
+}
+
+# cell_delay: 10 ms on every link, both ways.
+cell_delay() {
+	local i drv
+	for i in $(seq $K); do fabric_link_impair "$i" delay 10ms; done
+	for drv in metaroce rxe; do bw "bw K=$K 1QP, 10 ms delay per link" $drv $K; done
+	for i in $(seq $K); do fabric_link_clear "$i"; done
+}
+
+# cell_lossy: 1% loss on one link (both ways).
+cell_lossy() {
+	local drv
+	fabric_link_impair 2 loss 1%
+	for drv in metaroce rxe; do bw "bw K=$K 1QP, 1% loss on l2" $drv $K; done
+	fabric_link_clear 2
+}
+
+# cell_hot: an unresponsive UDP flow (iperf3 -u at the link rate) pinned to l2 by its
+# source port, from s2 to d1.
+cell_hot() {
+	local drv sport hot rate_m
+	rate_m=$(($(fab_rate_bps) / 1000000))
+	for sport in $(seq 40000 40100); do
+		[ "$(fabric_udp_link "$sport" 5201 2)" = l2 ] && break
+	done
+	echo "# hot flow: s2 UDP $sport -> d1:5201 takes $(fabric_udp_link "$sport" 5201 2)"
+	ip netns exec "$(fab_ns d1)" iperf3 -s -D -p 5201 >/dev/null 2>&1
+	sleep 1
+	for drv in metaroce rxe; do
+		ip netns exec "$(fab_ns s2)" iperf3 -c "$(fab_addr mr d 1 4)" -p 5201 -u -b "${rate_m}M" \
+			-l 1400 --cport "$sport" -t $((D + 6)) -f m > "$LOG/hot" 2>&1 &
+		local hp=$!
+		sleep 2
+		bw "bw K=$K 1QP, hot UDP flow on l2" $drv $K
+		wait $hp
+		hot=$(awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mbits/sec") v = $i } END { print v + 0 }' "$LOG/hot")
+		echo "RESULT|hot flow received|$drv|$hot|Mbit/s|capacity left $(( K * rate_m )) - $hot Mbit/s"
+	done
+	ip netns exec "$FABNS_d1" pkill -x iperf3
+}
+
+# cell_blackhole: the busiest link of a 1-QP transfer blackholed 2 s in, for the rest
+# of a $BH s transfer; per-link rates sampled every $SAMPLE s.
+cell_blackhole() {
+	local drv link t_fault labels i
+	labels=$(seq $K | sed 's/^/l/' | tr '\n' ' ')
+	for drv in metaroce rxe; do
+		PORT=$((PORT + 1))
+		sampler "bh-$drv" $labels
+		local before after t0
+		t0=$EPOCHREALTIME
+		before=$(fabric_links_tx)
+		fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$BH"
+		sleep 1.5
+		after=$(fabric_links_tx)
+		# The link carrying most of it.
+		link=$(paste <(echo "$before" | tr ' ' '\n') <(echo "$after" | tr ' ' '\n') |
+			awk '{ d = $2 - $1; if (d > m) { m = d; b = NR } } END { print b + 0 }')
+		[ "$link" -ge 1 ] || link=1
+		[ "$drv" = metaroce ] && paths before
+		# The fault's time: r1's end (the data direction) is the first tc command.
+		t_fault=$EPOCHREALTIME
+		fabric_link_impair "$link" loss 100%
+		sleep 3
+		[ "$drv" = metaroce ] && paths "after"
+		fabric_perf_wait || echo "# blackhole $drv: perftest failed: $(tail -3 "$LOG/cli" | tr '\n' ' ')"
+		kill_sampler
+		fabric_link_clear "$link"
+		echo "INFO|blackhole $drv fault_t|$(awk -v f="$t_fault" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"
+		echo "INFO|blackhole $drv link|l$link"
+		T0=$t0 series "bh-$drv" $labels
+		v=$(fabric_bw "$LOG/cli")
+		echo "RESULT|blackhole 1QP ${BH}s, busiest link lost 2.5 s in|$drv|${v:--}|MB/s|perftest's average over the run"
+	done
+}
+
+# cell_incast N: N senders, one QP each, into d1 over one link (K=1), hints on and off
+# when the driver has them; per-sender rates at r1's host links.
+cell_incast() {
+	local n=$1 drv i hints labels before_q after_q
+	labels=$(seq "$n" | sed 's/^/s/' | tr '\n' ' ')
+	fabric_use_links 1
+	for drv in metaroce rxe; do
+		for hints in $([ "$drv" = metaroce ] && [ -w $HINTS ] && echo "Y N" || echo -); do
+			[ "$hints" != - ] && echo "$hints" > $HINTS
+			local tag="incast $n:1${hints/-/}"
+			[ "$hints" != - ] && tag="incast $n:1 hints $hints"
+			local devs=() plane
+			plane=$(drv_plane "$drv")
+			for i in $(seq "$n"); do devs+=("h$i$plane"); done
+			before_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)
+			local t0=$EPOCHREALTIME
+			sampler "incast$n-$drv$hints" "${devs[@]}"
+			for i in $(seq "$n"); do
+				fabric_perf_server "$plane" 4 $((PORT + i)) "$LOG/srv$i" ib_write_bw -s 65536 -D "$D"
+			done
+			for i in $(seq "$n"); do fabric_perf_listening $((PORT + i)); done
+			for i in $(seq "$n"); do
+				fabric_perf_client "$plane" "$i" 4 $((PORT + i)) "$LOG/cli$i" ib_write_bw -s 65536 -D "$D"
+			done
+			PORT=$((PORT + n))
+			fabric_perf_wait || echo "# $tag $drv: a perftest failed"
+			kill_sampler
+			after_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)
+			local bws=""
+			for i in $(seq "$n"); do bws+="$(fabric_bw "$LOG/cli$i") "; done
+			local qd
+			qd=$(printf '%s\n===\n%s\n' "$before_q" "$after_q" | awk '
+				BEGIN { s = 0 }
+				/^===/ { s = 1; next }
+				/dropped/ && !d[s]++ { x = $0; sub(/.*dropped /, "", x); sub(/,.*/, "", x); drop[s] = x }
+				{ for (f = 1; f < NF; f++) if ($f == "ecn_mark" || $f == "ce_mark") ecn[s] += $(f + 1) }
+				END { printf "drops %d, ECN marks %d", drop[1] - drop[0], ecn[1] - ecn[0] }')
+			echo "RESULT|$tag|$drv|$bws|MB/s per sender|$qd"
+			T0=$t0 series "incast$n-$drv$hints" $labels
+		done
+	done
+	[ -w $HINTS ] && echo Y > $HINTS
+	fabric_use_links $K
+}
+
+modprobe -a rdma_rxe 2>/dev/null
+start=$SECONDS
+if ! FABRIC_TYPES="metaroce rxe" fabric_up $K $N; then
+	echo "# fabric setup failed"
+	exit 1
+fi
+fabric_topology | sed 's/^/# /'
+echo "# fabric up in $((SECONDS - start)) s; preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), ${D}s per cell"
+echo "INFO|rate_mbit|$(($(fab_rate_bps) / 1000000))"
+echo "INFO|links|$K"
+echo "INFO|duration|$D"
+echo "INFO|rate_hints|$([ -e $HINTS ] && cat $HINTS || echo absent)"
+echo "INFO|rx_capacity_mbps|$(cat /sys/module/metaroce/parameters/rx_capacity_mbps 2>/dev/null || echo absent)"
+BH=10
+[ $QUICK = 1 ] && BH=6
+selected() { [ -z "${BENCH_FILTER:-}" ] || echo "$1" | grep -Eq -- "$BENCH_FILTER"; }
+selected bw && cell_bw
+selected delay && cell_delay
+selected hot && cell_hot
+selected loss && cell_lossy
+selected blackhole && cell_blackhole
+for n in $INCAST; do selected incast && cell_incast "$n"; done
+fabric_counters | sed 's/^/# /'
+echo "# bench-fabric guest: $((SECONDS - start)) s"
