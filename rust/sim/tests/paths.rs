@@ -122,7 +122,10 @@ fn hot_link_gets_what_is_left_of_it() {
             );
             // The capacity left is the NIC's 100 Gb/s: the other links have room.
             assert!(r.goodput_gbps() > 0.95 * base, "seed {seed}");
-            assert!(gbps <= 10.5, "seed {seed}: {gbps:.1} Gb/s over a 10 Gb/s link");
+            assert!(
+                gbps <= 10.5,
+                "seed {seed}: {gbps:.1} Gb/s over a 10 Gb/s link"
+            );
         }
     })
 }
@@ -201,6 +204,9 @@ fn blackholed_link_is_left_and_used_again_after_repair() {
         }
         // Nothing knows that the link is back: paths return to it when a crowded
         // one is moved ([MR-PATH-8]) and its new port hashes there (3 seeds of 4).
-        assert!(used_again >= 3, "the repaired link carried traffic in {used_again} of 4 runs");
+        assert!(
+            used_again >= 3,
+            "the repaired link carried traffic in {used_again} of 4 runs"
+        );
     })
 }
