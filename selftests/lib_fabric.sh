@@ -137,21 +137,7 @@ fabric_up() {
 		fab_hostlink "$FABNS_d1" "$FABNS_r2" "d1$plane" "$plane" d 1 || return 1
 	done
 	# ECMP routes to the far hosts' planes, every link a next hop, both families.
-	local nh4r1="" nh4r2="" nh6r1="" nh6r2=""
-	for i in $(seq "$k"); do
-		nh4r1+=" nexthop via 10.0.$i.2 dev l$i"
-		nh4r2+=" nexthop via 10.0.$i.1 dev l$i"
-		nh6r1+=" nexthop via fd00:0:$i::2 dev l$i"
-		nh6r2+=" nexthop via fd00:0:$i::1 dev l$i"
-	done
-	for t in 2 12; do
-		ip -n "$FABNS_r1" route add "10.$t.0.0/16" $nh4r1 || return 1
-		ip -n "$FABNS_r1" -6 route add "fd00:$t::/32" $nh6r1 || return 1
-	done
-	for t in 1 11; do
-		ip -n "$FABNS_r2" route add "10.$t.0.0/16" $nh4r2 || return 1
-		ip -n "$FABNS_r2" -6 route add "fd00:$t::/32" $nh6r2 || return 1
-	done
+	fabric_use_links "$k" || return 1
 	# The RDMA devices.
 	for t in $FABRIC_TYPES; do
 		case $t in metaroce) plane=mr;; rxe) plane=rx;; esac

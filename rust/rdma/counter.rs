@@ -117,11 +117,10 @@ impl<T: Driver> Adapter<T> {
             members: KVec::new(),
             retired: [0; MAX_QP_COUNTERS],
         };
+        // The state owns no memory until a QP binds: the core's error paths that free
+        // the counter without `counter_dealloc` (before a bind succeeded) leak nothing.
         // SAFETY: The core allocated the object with our size right before this call
-        // and nobody else sees it yet. The state is written before any other callback
-        // runs, and it owns no memory until a QP binds: the core's error paths that
-        // free the counter without `counter_dealloc` (before a bind succeeded) leak
-        // nothing.
+        // and nobody else sees it yet; it is written before any other callback runs.
         unsafe { ptr::write(&raw mut (*counter.cast::<CounterObject<T>>()).state, state) };
     }
 
