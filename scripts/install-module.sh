@@ -11,8 +11,11 @@
 #                 metadata of a full build (distribution headers packages lack it)
 #     --no-build  install the module built last (make KDIR=...), build nothing
 #
+# It also installs contrib/systemd/metaroce@.service, the unit that creates a device at
+# boot, into SYSTEMD_UNIT_DIR (default /etc/systemd/system, when that directory exists).
+#
 # Environment: INSTALL_MOD_PATH (a staging root, as for the kernel's
-# modules_install), METAROCE_KBUILD_VARS (make variables of the kernel build; default the
+# modules_install), SYSTEMD_UNIT_DIR, METAROCE_KBUILD_VARS (make variables of the kernel build; default the
 # test kernel's, see scripts/lib.sh).
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
@@ -37,3 +40,8 @@ built_for=$(modinfo -F vermagic metaroce.ko | cut -d' ' -f1)
 make -s -C "$KDIR" M="$REPO_ROOT" "${vars[@]}" INSTALL_MOD_DIR=extra modules_install
 depmod ${INSTALL_MOD_PATH:+-b "$INSTALL_MOD_PATH"} "$release"
 log "installed ${INSTALL_MOD_PATH:-}/lib/modules/$release/extra/metaroce.ko (alias: $(modinfo -F alias metaroce.ko))"
+unit_dir=${SYSTEMD_UNIT_DIR:-${INSTALL_MOD_PATH:-}/etc/systemd/system}
+if [ -d "$unit_dir" ]; then
+	install -m 0644 contrib/systemd/metaroce@.service "$unit_dir/"
+	log "installed $unit_dir/metaroce@.service (systemctl enable --now metaroce@NETDEV)"
+fi
