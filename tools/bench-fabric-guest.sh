@@ -177,7 +177,7 @@ cell_blackhole() {
 		[ "$link" -ge 1 ] || link=1
 		[ "$drv" = metaroce ] && paths before
 		# 2 s after the data started.
-		sleep "$(awk -v d="$t_data" -v n="$EPOCHREALTIME" 'BEGIN { s = d + 2 - n; printf "%.3f", s > 0 ? s : 0 }')"
+		sleep "$(awk -v d="$t_data" -v n="$EPOCHREALTIME" 'BEGIN { s = d + 2 - n; printf "%.3f", (s > 0 ? s : 0) }')"
 		# The fault's time: r1's end (the data direction) is the first tc command.
 		t_fault=$EPOCHREALTIME
 		fabric_link_impair "$link" loss 100%
