@@ -157,6 +157,18 @@ cell_blackhole() {
 		t0=$EPOCHREALTIME
 		before=$(fabric_links_tx)
 		fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$BH"
+		# perftest's setup takes seconds under TCG: time the fault from the first
+		# data on the links (64 KiB more in 0.2 s), not from the command's start.
+		local t_data="" prev now_tx
+		prev=$(fabric_links_tx | awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
+		for _ in $(seq 300); do
+			sleep 0.2
+			now_tx=$(fabric_links_tx | awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
+			[ $((now_tx - prev)) -ge 65536 ] && { t_data=$EPOCHREALTIME; break; }
+			prev=$now_tx
+		done
+		[ -n "$t_data" ] || t_data=$EPOCHREALTIME
+		before=$(fabric_links_tx)
 		sleep 1.5
 		after=$(fabric_links_tx)
 		# The link carrying most of it.
@@ -164,6 +176,8 @@ cell_blackhole() {
 			awk '{ d = $2 - $1; if (d > m) { m = d; b = NR } } END { print b + 0 }')
 		[ "$link" -ge 1 ] || link=1
 		[ "$drv" = metaroce ] && paths before
+		# 2 s after the data started.
+		sleep "$(awk -v d="$t_data" -v n="$EPOCHREALTIME" 'BEGIN { s = d + 2 - n; printf "%.3f", (s > 0 ? s : 0) }')"
 		# The fault's time: r1's end (the data direction) is the first tc command.
 		t_fault=$EPOCHREALTIME
 		fabric_link_impair "$link" loss 100%
@@ -174,6 +188,7 @@ cell_blackhole() {
 		fabric_link_clear "$link"
 		echo "INFO|blackhole $drv fault_t|$(awk -v f="$t_fault" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"
 		echo "INFO|blackhole $drv link|l$link"
+		echo "INFO|blackhole $drv data_t|$(awk -v f="$t_data" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"
 		T0=$t0 series "bh-$drv" $labels
 		v=$(fabric_bw "$LOG/cli")
 		echo "RESULT|blackhole 1QP ${BH}s, busiest link lost 2.5 s in|$drv|${v:--}|MB/s|perftest's average over the run"

@@ -40,7 +40,7 @@ impl Transport {
     /// the report): no path window cut on random loss (`loss_beta` = 1024;
     /// the core's default already never cuts the connection window on loss,
     /// `conn_loss_beta` = 1024), no connection-level ECN cut either
-    /// (`conn_beta` = 1024: only path ECN cuts and timeouts remain), an
+    /// (`conn_beta` = 1024, now also the core's default), an
     /// initial connection window of 8 packets instead of the core's 16 MSS
     /// (and 1 packet per path instead of 16), and receivers that hand out
     /// 95% of their downlink as fair shares whenever two or more senders are

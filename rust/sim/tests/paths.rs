@@ -202,10 +202,13 @@ fn blackholed_link_is_left_and_used_again_after_repair() {
             assert!(r.paths_retired > 0, "seed {seed}");
             used_again += usize::from(after > 0);
         }
-        // Nothing knows that the link is back: paths return to it when a crowded
-        // one is moved ([MR-PATH-8]) and its new port hashes there (3 seeds of 4).
+        // Nothing knows that the link is back: paths return to it only when a
+        // crowded one is moved ([MR-PATH-8]) and its new port hashes there.
+        // Since a mark no longer cuts the whole connection ([MR-CC-16]),
+        // crowded paths cost less and are moved less: 1 seed of 4 (3 of 4
+        // with conn_beta = 819), at 61-88 Gb/s instead of 50-69 Gb/s.
         assert!(
-            used_again >= 3,
+            used_again >= 1,
             "the repaired link carried traffic in {used_again} of 4 runs"
         );
     })

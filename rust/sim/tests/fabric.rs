@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: GPL-2.0-only OR MIT
+
+//! The VM's fabric (selftests/lib_fabric.sh) in the simulator: one connection
+//! of 8 paths over K links of 20 Mbit/s with an ECN-marking queue, the
+//! driver's timers and ACK policy. Over 4 links it should move about 4 times
+//! its one-link rate: a mark trims only the path that saw it ([MR-CC-16]).
+
+use metaroce_proto::cc::AimdConfig;
+use metaroce_proto::constants::UDP_PORT;
+use metaroce_proto::Config;
+use metaroce_sim::clock::US;
+use metaroce_sim::host::HostConfig;
+use metaroce_sim::network::NetworkConfig;
+use metaroce_sim::scenario::{self, build_world, fabric_link, Transport};
+use metaroce_sim::with_stack;
+use metaroce_sim::workload::FlowSpec;
+
+/// Goodput in Mbit/s of 16 MiB of WRITEs over `k` links, with `conn_beta`.
+fn run(k: usize, conn_beta: u32, seed: u64) -> f64 {
+    let mbit = 1_000_000u64;
+    let mut l = fabric_link(20 * mbit, 300 * US);
+    // fq_codel's 5 ms target at 20 Mbit/s.
+    l.ecn_threshold_bytes = 12_500;
+    let net = NetworkConfig {
+        hosts: 2,
+        nic_rate_bps: 1000 * mbit,
+        paths: vec![l; k],
+        downlink: fabric_link(1000 * mbit, 50 * US),
+        ecmp_seed: 0xEC3F + seed,
+    };
+    // The driver's settings (engine.rs: PATHS, ACK_EVERY, ACK_DELAY_NS, the
+    // RTO of local ACK timeout 14, a 1500-byte MTU).
+    let mut c = Config::new(1);
+    c.paths = 8;
+    c.mtu = 1392;
+    c.aimd = AimdConfig::for_mss(1392);
+    c.aimd.conn_beta = conn_beta;
+    c.rto_initial_ns = 67_000_000;
+    c.rto_min_ns = 16_700_000;
+    c.ack_every = 8;
+    c.ack_delay_ns = 2_000_000;
+    let mut w = build_world(net, Transport::Meta(HostConfig::new(c)), seed);
+    w.add_flow(FlowSpec::writes(0, 1, 16, 1 << 20, true));
+    let r = scenario::finish_run(&mut w);
+    assert!(
+        r.error.is_none() && r.failed_flows == 0 && r.check_errors == 0,
+        "{r:?}"
+    );
+    let links: Vec<usize> = w.hosts[0]
+        .path_ports(1)
+        .iter()
+        .map(|&p| w.net.ecmp_link(0, 1, p, UDP_PORT))
+        .collect();
+    let mib: Vec<u64> = (0..k)
+        .map(|i| w.net.core_link(i, 0).stats.bytes >> 20)
+        .collect();
+    let mbps = r.goodput_gbps() * 1000.0;
+    std::println!(
+        "K={k} conn_beta={conn_beta} seed {seed}: {mbps:.1} Mbit/s, MiB per link {mib:?}, paths on links {links:?}"
+    );
+    mbps
+}
+
+// spec: MR-CC-16, MR-CC-3, MR-CC-1
+#[test]
+fn one_connection_fills_four_marking_links() {
+    with_stack(|| {
+        let one = run(1, 1024, 1);
+        assert!(one > 0.85 * 20.0, "one link: {one:.1} Mbit/s");
+        let mut sum = 0.0;
+        for seed in 1..4 {
+            let four = run(4, 1024, seed);
+            // Seed 1 leaves one link without a path (an ECMP collision).
+            assert!(four > 2.8 * one, "seed {seed}: {four:.1} Mbit/s");
+            sum += four;
+        }
+        assert!(sum / 3.0 > 3.3 * one, "mean {:.1} Mbit/s", sum / 3.0);
+        // The old default (a fifth of the connection window per path mark)
+        // held the same connection well below that.
+        let old = run(4, 819, 2);
+        assert!(old < 3.0 * one, "conn_beta 819: {old:.1} Mbit/s");
+    })
+}
