@@ -18,6 +18,11 @@ module_param(rate_hints, bool, 0644);
 MODULE_PARM_DESC(rate_hints,
 		 "Put the receiver's fair-share rate hint in every ACK (N: every ACK carries hint 0)");
 
+static bool gso = true;
+module_param(gso, bool, 0644);
+MODULE_PARM_DESC(gso,
+		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (N: one buffer per datagram)");
+
 u32 metaroce_param_rx_capacity_mbps(void)
 {
 	return READ_ONCE(rx_capacity_mbps);
@@ -26,4 +31,9 @@ u32 metaroce_param_rx_capacity_mbps(void)
 bool metaroce_param_rate_hints(void)
 {
 	return READ_ONCE(rate_hints);
+}
+
+bool metaroce_param_gso(void)
+{
+	return READ_ONCE(gso);
 }

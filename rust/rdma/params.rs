@@ -15,3 +15,10 @@ pub fn rate_hints() -> bool {
     // SAFETY: Reads a module parameter with READ_ONCE; any context.
     unsafe { crate::bindings::metaroce_param_rate_hints() }
 }
+
+/// `gso`: whether a burst of a path's datagrams leaves as one UDP GSO buffer
+/// ([`crate::skb::GsoBurst`]).
+pub fn gso() -> bool {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_gso() }
+}
