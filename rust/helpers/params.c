@@ -23,6 +23,11 @@ module_param(gso, bool, 0644);
 MODULE_PARM_DESC(gso,
 		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (N: one buffer per datagram)");
 
+static unsigned int pacing_burst_us = 20;
+module_param(pacing_burst_us, uint, 0644);
+MODULE_PARM_DESC(pacing_burst_us,
+		 "How far, in us, a new connection's pacing clock may lag behind the current time: the largest burst pacing allows (spec default 20)");
+
 u32 metaroce_param_rx_capacity_mbps(void)
 {
 	return READ_ONCE(rx_capacity_mbps);
@@ -36,4 +41,9 @@ bool metaroce_param_rate_hints(void)
 bool metaroce_param_gso(void)
 {
 	return READ_ONCE(gso);
+}
+
+u32 metaroce_param_pacing_burst_us(void)
+{
+	return READ_ONCE(pacing_burst_us);
 }
