@@ -18,10 +18,10 @@ module_param(rate_hints, bool, 0644);
 MODULE_PARM_DESC(rate_hints,
 		 "Put the receiver's fair-share rate hint in every ACK (N: every ACK carries hint 0)");
 
-static bool gso = true;
+static bool gso;
 module_param(gso, bool, 0644);
 MODULE_PARM_DESC(gso,
-		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (N: one buffer per datagram)");
+		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (default N: one buffer per datagram)");
 
 static unsigned int pacing_burst_us = 20;
 module_param(pacing_burst_us, uint, 0644);
