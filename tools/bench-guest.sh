@@ -6,7 +6,8 @@
 # drivers share the Soft-RoCE driver id, so they must not share a netdev), and prints
 # one line per measurement:
 #   RESULT|<test>|<driver>|<value>|<unit>
-# Values are perftest's: Gb/s for bandwidth (BW average), usec for latency.
+# Values are perftest's: Gb/s for bandwidth (BW average, --report_gbits), usec for
+# latency; for every MTU also iperf3 TCP over metaroce's veth pair (driver "tcp", Gb/s).
 #   tools/bench-guest.sh [--quick]
 # BENCH_DURATION=SECONDS sets the time per cell (default 4), BENCH_FILTER=REGEX runs only
 # the tests whose name matches (an extended regular expression), BENCH_COUNTERS=1 prints
@@ -135,6 +136,32 @@ selected() {
 	[ -z "${BENCH_FILTER:-}" ] || echo "$1" | grep -Eq -- "$BENCH_FILTER"
 }
 
+# tcp TEST: REPEAT runs of iperf3 TCP over metaroce's veth pair (vethA/vethB, at the
+# MTU set), server in NSB, client in NSA, for BENCH_DURATION seconds; prints
+#   RESULT|<test>|tcp|<receiver Gb/s>|Gb/s
+# so that tools/bench can give metaroce/TCP next to metaroce/rxe.
+tcp() {
+	local test=$1 i to=$((DURATION * 3 + 20)) value
+	for i in $(seq "$REPEAT"); do
+		ip netns exec "$NSB" timeout $to iperf3 -s -1 -B 198.18.0.2 > /tmp/bench-iperf-srv.out 2>&1 &
+		local spid=$!
+		busywait 10000 sh -c "ip netns exec $NSB ss -Hltn 'sport = :5201' | grep -q 5201"
+		ip netns exec "$NSA" timeout $to iperf3 -c 198.18.0.2 -t "$DURATION" -f g \
+			> /tmp/bench-iperf-cli.out 2>&1
+		local crc=$?
+		wait $spid
+		# [ ID] Interval  Transfer  Bitrate  ... receiver
+		value=$(awk '/receiver/ { for (i = 2; i <= NF; i++) if ($i == "Gbits/sec") v = $(i - 1) } END { print v }' \
+			/tmp/bench-iperf-cli.out)
+		if [ $crc -ne 0 ] || [ -z "$value" ]; then
+			echo "# $test failed (exit $crc): $(tail -3 /tmp/bench-iperf-cli.out | tr '\n' ' ')"
+			value=-
+		fi
+		echo "RESULT|$test|tcp|$value|Gb/s"
+		sleep 0.5
+	done
+}
+
 # both TEST TOOL ARGS...: REPEAT pairs of runs, metaroce then rxe.
 both() {
 	local i
@@ -156,6 +183,13 @@ MTUS="1500 9000"
 [ $QUICK = 1 ] && SIZES="65536" MTUS="1500"
 for mtu in $MTUS; do
 	set_mtu "$mtu"
+	# TCP at this MTU when it or any bandwidth cell of this MTU is selected.
+	want_tcp=0
+	for op in write read send; do
+		for s in $SIZES; do selected "ib_${op}_bw ${s}B mtu$mtu" && want_tcp=1; done
+	done
+	selected "iperf3 TCP mtu$mtu" && want_tcp=1
+	[ $want_tcp = 1 ] && tcp "iperf3 TCP mtu$mtu"
 	for op in write read send; do
 		for s in $SIZES; do
 			both "ib_${op}_bw ${s}B mtu$mtu" "ib_${op}_bw" --report_gbits -s "$s" -D "$DURATION"

@@ -74,6 +74,11 @@ int metaroce_pages_to_skb(struct page *const *pages, size_t npages, size_t pos, 
 int metaroce_pages_copy_from_skb(struct page *const *pages, size_t npages, size_t pos,
 				 const struct sk_buff *skb, size_t offset, size_t len);
 
+/* UDP GSO bursts: one datagram payload appended to a burst as its next segment, and
+ * the burst marked for UDP segmentation offload (rust/rdma/skb.rs, GsoBurst). */
+int metaroce_skb_gso_append(struct sk_buff *burst, struct sk_buff *pkt, unsigned int max_len);
+void metaroce_skb_set_udp_gso(struct sk_buff *skb, unsigned int seg_len, unsigned int segs);
+
 /* linux/spinlock.h: the bottom-half spinlock (rust/rdma/sync.rs) */
 struct spinlock;
 void metaroce_spin_lock_bh(struct spinlock *lock);

@@ -13,5 +13,9 @@
 u32 metaroce_param_rx_capacity_mbps(void);
 /* rate_hints: whether ACKs carry the receiver's fair-share rate hint. */
 bool metaroce_param_rate_hints(void);
+/* gso: whether a burst of a path's datagrams leaves as one UDP GSO buffer. */
+bool metaroce_param_gso(void);
+/* pacing_burst_us: the pacing burst of new connections, in microseconds. */
+u32 metaroce_param_pacing_burst_us(void);
 
 #endif /* METAROCE_PARAMS_H */

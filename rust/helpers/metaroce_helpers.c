@@ -13,6 +13,7 @@
 #include <linux/sched.h>
 #include <linux/sched/clock.h>
 #include <linux/skbuff.h>
+#include <linux/udp.h>
 #include <linux/vmalloc.h>
 #include <linux/workqueue.h>
 #include <rdma/ib_umem.h>
@@ -248,6 +249,75 @@ int metaroce_pages_to_skb(struct page *const *pages, size_t npages, size_t pos, 
 		pos += n;
 	}
 	return 0;
+}
+
+/*
+ * UDP GSO bursts (rust/rdma/skb.rs, GsoBurst): @pkt, a whole datagram payload (linear
+ * headers, then possibly paged fragments), is appended to @burst as its next
+ * segment, without copying the fragments: the linear bytes of @pkt are copied into a
+ * page fragment of their own (netdev_alloc_frag), which becomes a fragment of @burst,
+ * and @pkt's fragments move over with their page references. @pkt is left with its
+ * linear part only, for the caller to free. Returns -EMSGSIZE, with neither buffer
+ * changed, when @burst lacks fragment slots or would pass @max_len bytes; -ENOMEM
+ * when no page fragment could be had; -EINVAL for a @pkt with a frag_list.
+ */
+int metaroce_skb_gso_append(struct sk_buff *burst, struct sk_buff *pkt, unsigned int max_len)
+{
+	struct skb_shared_info *b = skb_shinfo(burst), *p = skb_shinfo(pkt);
+	unsigned int hlen = skb_headlen(pkt);
+	int need = p->nr_frags + (hlen ? 1 : 0);
+	int i;
+
+	if (skb_has_frag_list(pkt) || skb_has_frag_list(burst))
+		return -EINVAL;
+	if (b->nr_frags + need > MAX_SKB_FRAGS || pkt->len > max_len ||
+	    burst->len > max_len - pkt->len)
+		return -EMSGSIZE;
+	if (hlen) {
+		void *va = netdev_alloc_frag(SKB_DATA_ALIGN(hlen));
+		struct page *page;
+
+		if (!va)
+			return -ENOMEM;
+		memcpy(va, pkt->data, hlen);
+		page = virt_to_head_page(va);
+		skb_fill_page_desc(burst, b->nr_frags, page, va - page_address(page), hlen);
+		burst->len += hlen;
+		burst->data_len += hlen;
+		burst->truesize += SKB_DATA_ALIGN(hlen);
+	}
+	for (i = 0; i < p->nr_frags; i++) {
+		unsigned int n = skb_frag_size(&p->frags[i]);
+
+		b->frags[b->nr_frags++] = p->frags[i];
+		burst->len += n;
+		burst->data_len += n;
+		burst->truesize += n;
+	}
+	b->flags |= p->flags & SKBFL_SHARED_FRAG;
+	/* The page references moved to @burst. */
+	pkt->truesize -= pkt->data_len;
+	pkt->len -= pkt->data_len;
+	pkt->data_len = 0;
+	p->nr_frags = 0;
+	return 0;
+}
+
+/*
+ * Marks @skb, a UDP payload of @segs segments of @seg_len bytes (the last possibly
+ * shorter), for UDP segmentation offload: gso_type SKB_GSO_UDP_L4, gso_size @seg_len,
+ * and the checksum partial from the UDP header that udp_tunnel_xmit_skb and
+ * udp_tunnel6_xmit_skb push in front of the data (as udp4_hwcsum does for a UDP
+ * socket's GSO skb; __udp_gso_segment requires it).
+ */
+void metaroce_skb_set_udp_gso(struct sk_buff *skb, unsigned int seg_len, unsigned int segs)
+{
+	skb_shinfo(skb)->gso_size = seg_len;
+	skb_shinfo(skb)->gso_type = SKB_GSO_UDP_L4;
+	skb_shinfo(skb)->gso_segs = segs;
+	skb->ip_summed = CHECKSUM_PARTIAL;
+	skb->csum_start = skb_headroom(skb) - sizeof(struct udphdr);
+	skb->csum_offset = offsetof(struct udphdr, check);
 }
 
 /*

@@ -18,6 +18,16 @@ module_param(rate_hints, bool, 0644);
 MODULE_PARM_DESC(rate_hints,
 		 "Put the receiver's fair-share rate hint in every ACK (N: every ACK carries hint 0)");
 
+static bool gso;
+module_param(gso, bool, 0644);
+MODULE_PARM_DESC(gso,
+		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (default N: one buffer per datagram)");
+
+static unsigned int pacing_burst_us = 20;
+module_param(pacing_burst_us, uint, 0644);
+MODULE_PARM_DESC(pacing_burst_us,
+		 "How far, in us, a new connection's pacing clock may lag behind the current time: the largest burst pacing allows (spec default 20)");
+
 u32 metaroce_param_rx_capacity_mbps(void)
 {
 	return READ_ONCE(rx_capacity_mbps);
@@ -26,4 +36,14 @@ u32 metaroce_param_rx_capacity_mbps(void)
 bool metaroce_param_rate_hints(void)
 {
 	return READ_ONCE(rate_hints);
+}
+
+bool metaroce_param_gso(void)
+{
+	return READ_ONCE(gso);
+}
+
+u32 metaroce_param_pacing_burst_us(void)
+{
+	return READ_ONCE(pacing_burst_us);
 }

@@ -15,3 +15,17 @@ pub fn rate_hints() -> bool {
     // SAFETY: Reads a module parameter with READ_ONCE; any context.
     unsafe { crate::bindings::metaroce_param_rate_hints() }
 }
+
+/// `gso`: whether a burst of a path's datagrams leaves as one UDP GSO buffer
+/// ([`crate::skb::GsoBurst`]).
+pub fn gso() -> bool {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_gso() }
+}
+
+/// `pacing_burst_us`: how far a new connection's pacing clock may lag behind the current
+/// time, in microseconds (the protocol core's `pacing_burst_ns`).
+pub fn pacing_burst_us() -> u32 {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_pacing_burst_us() }
+}

@@ -209,6 +209,102 @@ impl Drop for SkBuff {
     }
 }
 
+/// Bytes a [`GsoBurst`] holds at most: its UDP datagram, header included, must fit the
+/// 16-bit UDP and IPv4 length fields.
+pub const GSO_BURST_MAX: usize = 65535 - 8 - 60;
+
+/// A burst of UDP payloads of equal size (the last may be shorter) for one
+/// destination, kept as one buffer that leaves with UDP segmentation offload
+/// (`SKB_GSO_UDP_L4`): the stack, or the netdev, cuts it back into one datagram per
+/// payload, each with its own UDP and IP header. One pass through UDP, IP, the qdisc
+/// and the netdev for the burst, as a QUIC stack's `UDP_SEGMENT` sends do.
+///
+/// Built from the first payload's buffer; [`GsoBurst::push`] appends the next ones
+/// without copying their paged fragments (only their linear bytes, the headers, are
+/// copied, into a page fragment of their own).
+pub struct GsoBurst {
+    skb: SkBuff,
+    seg_len: usize,
+    segs: usize,
+    /// A payload shorter than `seg_len` was pushed: it must be the last.
+    closed: bool,
+}
+
+impl GsoBurst {
+    /// Starts a burst with `first`, whose length sets the segment size.
+    pub fn new(first: SkBuff) -> Self {
+        Self {
+            seg_len: first.len(),
+            skb: first,
+            segs: 1,
+            closed: false,
+        }
+    }
+
+    /// Returns the number of payloads in the burst.
+    pub fn segments(&self) -> usize {
+        self.segs
+    }
+
+    /// Returns the segment size: the length of the first payload.
+    pub fn segment_len(&self) -> usize {
+        self.seg_len
+    }
+
+    /// Returns the bytes of all the payloads.
+    pub fn len(&self) -> usize {
+        self.skb.len()
+    }
+
+    /// Returns `true` when the burst holds no data.
+    pub fn is_empty(&self) -> bool {
+        self.skb.is_empty()
+    }
+
+    /// Appends `pkt` as the next payload, or gives it back when it does not fit: longer
+    /// than the segment size, after a shorter one, empty, out of fragment slots, or past
+    /// [`GSO_BURST_MAX`] bytes (or no memory for its headers).
+    pub fn push(&mut self, pkt: SkBuff) -> core::result::Result<(), SkBuff> {
+        if self.closed || pkt.is_empty() || pkt.len() > self.seg_len || self.seg_len == 0 {
+            return Err(pkt);
+        }
+        // SAFETY: Both buffers are live and ours alone (type invariant of `SkBuff`); the
+        // helper either changes neither or moves `pkt`'s fragments, with their page
+        // references, to `self.skb` and leaves `pkt` a valid linear buffer.
+        let ret = unsafe {
+            bindings::metaroce_skb_gso_append(self.skb.as_raw(), pkt.as_raw(), GSO_BURST_MAX as u32)
+        };
+        if ret != 0 {
+            return Err(pkt);
+        }
+        if pkt.len() < self.seg_len {
+            self.closed = true;
+        }
+        self.segs += 1;
+        // `pkt` holds only its copied linear part now.
+        drop(pkt);
+        Ok(())
+    }
+
+    /// Returns the buffer to send: marked for UDP segmentation offload when it holds
+    /// more than one payload, the first payload's own buffer otherwise.
+    pub fn into_skb(self) -> SkBuff {
+        if self.segs > 1 {
+            // SAFETY: The skb is ours; its data is `segs` payloads of `seg_len` bytes
+            // (the last possibly shorter) and it has the headroom of a UDP tunnel
+            // payload, where the UDP header the offset of the checksum refers to goes.
+            unsafe {
+                bindings::metaroce_skb_set_udp_gso(
+                    self.skb.as_raw(),
+                    self.seg_len as u32,
+                    self.segs as u32,
+                )
+            };
+        }
+        self.skb
+    }
+}
+
 /// The C allocation mode for `flags`: exactly the kernel's `GFP_KERNEL` or
 /// `GFP_NOWAIT`, otherwise `GFP_ATOMIC`, which is valid in every context.
 pub(crate) fn gfp(flags: Flags) -> bindings::gfp_t {

@@ -43,7 +43,7 @@ use kernel::{
 };
 use metaroce_proto::{
     cc::Aimd,
-    constants::{MIN_TRANSMIT_BUF, UDP_PORT},
+    constants::{MAX_PATHS, MIN_TRANSMIT_BUF, UDP_PORT},
     wire::{Control, ControlCode, Flags, Header, PacketRepr, PacketType},
     Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, Payload, PostError,
     QpId, QpSlot, QpStore, ResponderError, Stats, Transmit,
@@ -53,10 +53,44 @@ use rdma::{
     netdev::{NetDevice, NetDeviceId},
     qp::{Qp, QpEvent},
     restrack::ResourceAttrs,
-    skb::SkBuff,
+    skb::{GsoBurst, SkBuff},
     sync::SpinLockBh,
     udp::{Destination, Ecn, OwnedDatagram, RouteCache},
 };
+
+/// Datagrams of one path built in one transmit run, to leave as one buffer.
+struct Burst {
+    gso: GsoBurst,
+    to: Destination,
+    path: u8,
+    packets: usize,
+    /// How many of them have a paged payload.
+    zero_copy: usize,
+}
+
+impl Burst {
+    fn new(skb: SkBuff, to: Destination, path: u8, zero_copy: usize) -> Self {
+        Self {
+            gso: GsoBurst::new(skb),
+            to,
+            path,
+            packets: 1,
+            zero_copy,
+        }
+    }
+
+    /// Sends the burst on its path's cached route: one datagram, or one UDP GSO buffer
+    /// the stack cuts into its datagrams.
+    fn send(self, net: &crate::net::DeviceNet, netdev: &NetDevice, routes: &mut [RouteCache]) {
+        let len = self.gso.len();
+        let skb = self.gso.into_skb();
+        let sent = match routes.get_mut(usize::from(self.path)) {
+            Some(r) => net.tunnel().send_cached(netdev, &self.to, skb, r),
+            None => net.tunnel().send(netdev, &self.to, skb),
+        };
+        net.count_tx_burst(sent, self.packets, len, self.zero_copy);
+    }
+}
 
 /// Received datagrams a connection buffers between two runs of its work item, at most.
 const INBOX_LEN: usize = 1024;
@@ -1032,6 +1066,12 @@ impl ConnCtx {
     ) -> usize {
         let net = dev.data().net();
         let id = conn.config().local_conn_id;
+        let gso = rdma::params::gso();
+        // Per path, its datagrams built in this run and not sent yet: they leave as one
+        // UDP GSO buffer when the next one does not fit (another port or ECN, a
+        // different size, out of fragment slots or past 64 KiB) or the core has nothing
+        // more to send. The core sprays the paths round robin, so each keeps its own.
+        let mut bursts: [Option<Burst>; MAX_PATHS] = [const { None }; MAX_PATHS];
         let mut count = 0;
         loop {
             let retransmits = conn.stats().tx_retransmits;
@@ -1062,12 +1102,35 @@ impl ConnCtx {
             };
             let len = skb.len();
             let traced = trace::packet(id, &buf[..t.len], len);
-            let zero_copy = skb.paged_len() > 0;
-            let sent = match routes.get_mut(usize::from(t.path)) {
-                Some(r) => net.tunnel().send_cached(netdev, &to, skb, r),
-                None => net.tunnel().send(netdev, &to, skb),
+            let zero_copy = usize::from(skb.paged_len() > 0);
+            // A path id beyond the array (never, MAX_PATHS bounds it) or GSO off: alone.
+            let slot = if gso {
+                bursts.get_mut(usize::from(t.path))
+            } else {
+                None
             };
-            net.count_tx_paged(sent, len, zero_copy);
+            match slot {
+                Some(slot) => {
+                    let rest = match slot.as_mut() {
+                        Some(b) if b.to == to => match b.gso.push(skb) {
+                            Ok(()) => {
+                                b.packets += 1;
+                                b.zero_copy += zero_copy;
+                                None
+                            }
+                            Err(skb) => Some(skb),
+                        },
+                        _ => Some(skb),
+                    };
+                    if let Some(skb) = rest {
+                        if let Some(b) = slot.take() {
+                            b.send(net, netdev, routes);
+                        }
+                        *slot = Some(Burst::new(skb, to, t.path, zero_copy));
+                    }
+                }
+                None => Burst::new(skb, to, t.path, zero_copy).send(net, netdev, routes),
+            }
             let retx = conn.stats().tx_retransmits != retransmits;
             if let Some(p) = &t.payload {
                 let qp = match *p {
@@ -1081,6 +1144,9 @@ impl ConnCtx {
                 rdma::trace::packet_tx(&p, retx);
             }
             count += 1;
+        }
+        for b in bursts.iter_mut().filter_map(Option::take) {
+            b.send(net, netdev, routes);
         }
         count
     }

@@ -41,7 +41,7 @@ const XMIT_DEFAULT_LEN: usize = 64;
 
 /// Counters of the device itself (datagrams, connections, UD), the first of
 /// [`HW_COUNTERS`]; the transport's follow, then the namespace's.
-const DEVICE_COUNTERS: usize = 26;
+const DEVICE_COUNTERS: usize = 28;
 /// Counters of the device's namespace, before the per-QP ones (`crate::qp_stats`).
 const NS_COUNTERS: usize = 3;
 
@@ -57,6 +57,8 @@ pub(crate) const HW_COUNTERS: &[CounterDesc] = &[
     CounterDesc::new(c"tx_bytes"),
     CounterDesc::new(c"tx_errors"),
     CounterDesc::new(c"tx_zero_copy"),
+    CounterDesc::new(c"tx_gso_bursts"),
+    CounterDesc::new(c"tx_gso_segments"),
     // The transport engine: connections (one per peer) and the QPs they carry.
     CounterDesc::new(c"conns_open"),
     CounterDesc::new(c"conns_opened"),
@@ -115,6 +117,10 @@ pub(crate) struct NetCounters {
     tx_errors: Atomic<u64>,
     /// Sent datagrams whose payload rode as memory-region pages, not copied.
     tx_zero_copy: Atomic<u64>,
+    /// Sent buffers that carried more than one datagram (UDP GSO bursts).
+    tx_gso_bursts: Atomic<u64>,
+    /// The datagrams those carried.
+    tx_gso_segments: Atomic<u64>,
 }
 
 impl NetCounters {
@@ -127,6 +133,8 @@ impl NetCounters {
             tx_bytes: Atomic::new(0),
             tx_errors: Atomic::new(0),
             tx_zero_copy: Atomic::new(0),
+            tx_gso_bursts: Atomic::new(0),
+            tx_gso_segments: Atomic::new(0),
         }
     }
 
@@ -138,6 +146,23 @@ impl NetCounters {
 
     pub(crate) fn count_tx(&self, ret: Result, len: usize) {
         self.count_tx_paged(ret, len, false);
+    }
+
+    /// Counts the transmission of a burst of `packets` datagrams of `len` bytes in all,
+    /// `zero_copy` of them with a paged payload, sent as one buffer (UDP GSO) when
+    /// `packets > 1`.
+    pub(crate) fn count_tx_burst(&self, ret: Result, packets: usize, len: usize, zero_copy: usize) {
+        if ret.is_ok() {
+            self.tx_zero_copy.fetch_add(zero_copy as u64, Relaxed);
+            self.tx_packets.fetch_add(packets as u64, Relaxed);
+            self.tx_bytes.fetch_add(len as u64, Relaxed);
+            if packets > 1 {
+                self.tx_gso_bursts.fetch_add(1, Relaxed);
+                self.tx_gso_segments.fetch_add(packets as u64, Relaxed);
+            }
+        } else {
+            self.tx_errors.fetch_add(packets as u64, Relaxed);
+        }
     }
 
     /// Counts a transmission whose payload was paged (`zero_copy`) or not.
@@ -306,9 +331,9 @@ impl DeviceNet {
         self.counters.count_tx(ret, len);
     }
 
-    /// Counts a transmission's outcome; `zero_copy` when its payload was paged.
-    pub(crate) fn count_tx_paged(&self, ret: Result, len: usize, zero_copy: bool) {
-        self.counters.count_tx_paged(ret, len, zero_copy);
+    /// Counts a burst's outcome ([`NetCounters::count_tx_burst`]).
+    pub(crate) fn count_tx_burst(&self, ret: Result, packets: usize, len: usize, zero_copy: usize) {
+        self.counters.count_tx_burst(ret, packets, len, zero_copy);
     }
 
     /// Fills `values` in the order of [`HW_COUNTERS`].
@@ -328,6 +353,8 @@ impl DeviceNet {
             c.tx_bytes.load(Relaxed),
             c.tx_errors.load(Relaxed),
             c.tx_zero_copy.load(Relaxed),
+            c.tx_gso_bursts.load(Relaxed),
+            c.tx_gso_segments.load(Relaxed),
             e.conns() as u64,
             e.stats.conns_opened.load(Relaxed),
             e.stats.qps_bound.load(Relaxed),
