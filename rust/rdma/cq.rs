@@ -304,7 +304,7 @@ impl Cq {
                     byte_len: wc.byte_len,
                     qp,
                     src_qp: wc.src_qp,
-                    wc_flags: wc.wc_flags as _,
+                    wc_flags: wc.wc_flags as i32,
                     pkey_index: wc.pkey_index,
                     port_num: wc.port_num.into(),
                     ..Default::default()
@@ -484,7 +484,7 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
         let obj = unsafe { CqObject::from_raw(ibcq) };
         obj.cq = Some(cq);
         // SAFETY: As above; the core reports `cqe` back to user space.
-        unsafe { (*ibcq).cqe = cqe as _ };
+        unsafe { (*ibcq).cqe = cqe as i32 };
         taken.keep();
         Ok(0)
     })
@@ -567,7 +567,7 @@ pub(crate) unsafe extern "C" fn resize_user_cq<T: Driver>(
         drop(old);
         udata.write(&CqResp { mi: info })?;
         // SAFETY: Live CQ; the core reports `cqe` back.
-        unsafe { (*ibcq).cqe = capacity as _ };
+        unsafe { (*ibcq).cqe = capacity as i32 };
         Ok(0)
     })
 }

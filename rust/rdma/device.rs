@@ -350,7 +350,7 @@ impl<T: Driver> Device<T> {
 
     /// Returns the driver's data.
     pub fn data(&self) -> &T::Data {
-        &*self.data
+        &self.data
     }
 
     /// Returns the device's verbs objects.
@@ -482,9 +482,9 @@ impl<T: Driver> Device<T> {
             let node_desc = &mut (*ib).node_desc;
             let n = desc.len().min(node_desc.len() - 1);
             for (dst, src) in node_desc.iter_mut().zip(&desc[..n]) {
-                *dst = *src as _;
+                *dst = *src;
             }
-            (*ib).node_type = bindings::RDMA_NODE_IB_CA as _;
+            (*ib).node_type = bindings::RDMA_NODE_IB_CA as u8;
             (*ib).phys_port_cnt = 1;
             (*ib).num_comp_vectors = 1;
             (*ib).local_dma_lkey = 0;
@@ -754,9 +754,10 @@ impl<T: Driver> Adapter<T> {
             attr.device_cap_flags = a.device_cap_flags;
             // Kernel consumers (the MAD layer) address memory by kernel virtual address with
             // the device's local DMA key (0), as with rdma_rxe's virtual DMA.
-            attr.kernel_cap_flags = (bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG
-                | bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY)
-                as u64;
+            attr.kernel_cap_flags = u64::from(
+                bindings::ib_kernel_cap_flags_IBK_ALLOW_USER_UNREG
+                    | bindings::ib_kernel_cap_flags_IBK_LOCAL_DMA_LKEY,
+            );
             attr.max_send_sge = a.max_send_sge;
             attr.max_recv_sge = a.max_recv_sge;
             attr.max_sge_rd = a.max_sge_rd;
@@ -969,7 +970,7 @@ pub struct PortCaps;
 
 impl PortCaps {
     /// Connection management is supported.
-    pub const CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP as u32;
+    pub const CM_SUP: u32 = bindings::ib_port_capability_mask_bits_IB_PORT_CM_SUP;
 }
 
 /// Returns `true` when `netdev` already has an rdma_rxe device (or another device of

@@ -170,8 +170,8 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         let rq_elem = RECV_WQE_HDR + cap.max_recv_sge as usize * SGE_SIZE;
         let rq = match srq {
             Some(_) => None,
-            // SAFETY: As above.
             None => {
+                // SAFETY: As above.
                 Some(unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? })
             }
         };

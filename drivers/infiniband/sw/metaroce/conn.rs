@@ -1020,6 +1020,7 @@ impl ConnCtx {
     }
 
     /// Sends what the core has to send; returns how many datagrams it built.
+    #[allow(clippy::too_many_arguments, reason = "the run loop state")]
     fn transmit(
         &self,
         dev: &Device<MetaRoceDriver>,
