@@ -102,13 +102,13 @@ impl Driver for MetaRoceDriver {
 
     const NODE_DESC: &'static CStr = c"metaroce";
 
-    const HW_COUNTERS: &'static [CounterDesc] = crate::net::HW_COUNTERS;
+    const HW_COUNTERS: &'static [CounterDesc] = &crate::counters::HW_COUNTERS;
 
     fn hw_counters(dev: &Device<Self>, values: &mut [u64]) {
         dev.data().net().read_counters(values);
     }
 
-    const QP_COUNTERS: usize = crate::qp_stats::COUNT;
+    const QP_COUNTERS: usize = crate::counters::QP_COUNTERS;
 
     fn qp_counters(qp: &Qp<Self>, values: &mut [u64]) {
         qp.data().counters.read(values);

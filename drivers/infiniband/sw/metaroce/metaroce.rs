@@ -12,6 +12,7 @@
 
 mod bound;
 mod conn;
+mod counters;
 mod device;
 mod engine;
 mod link;
@@ -19,7 +20,6 @@ mod memory;
 mod net;
 mod netdev_events;
 mod qp;
-mod qp_stats;
 mod rate_hint;
 mod trace;
 mod ud;
