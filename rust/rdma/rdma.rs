@@ -47,4 +47,5 @@ pub mod table;
 pub mod trace;
 pub mod udata;
 pub mod udp;
+mod verbs;
 pub mod work;
