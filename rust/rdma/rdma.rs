@@ -32,6 +32,7 @@ pub mod link;
 pub mod mmap;
 pub mod mr;
 pub mod netdev;
+mod object;
 pub mod params;
 pub mod qp;
 pub mod queue;

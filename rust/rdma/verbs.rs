@@ -71,10 +71,10 @@ pub(crate) fn ops<T: Driver>(module: &'static ThisModule) -> bindings::ib_device
         query_ah: Some(ah::query_ah),
         size_ib_ucontext: size_of::<bindings::ib_ucontext>(),
         size_ib_pd: size_of::<bindings::ib_pd>(),
-        size_ib_cq: cq::OBJECT_SIZE,
-        size_ib_qp: qp::object_size::<T>(),
-        size_ib_ah: ah::OBJECT_SIZE,
-        size_ib_srq: srq::OBJECT_SIZE,
+        size_ib_cq: cq::CqObject::SIZE,
+        size_ib_qp: qp::QpObject::<T>::SIZE,
+        size_ib_ah: ah::AhObject::SIZE,
+        size_ib_srq: srq::SrqObject::SIZE,
         ..Default::default()
     };
     counter::Adapter::<T>::set_ops(&mut ops);
