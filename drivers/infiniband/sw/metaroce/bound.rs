@@ -16,7 +16,7 @@
 //! completes. Sends are handed over when the QP's doorbell rang ([`Bound::send_pending`]).
 
 use crate::conn::Conn;
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use crate::memory::check_sges;
 use core::fmt;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};

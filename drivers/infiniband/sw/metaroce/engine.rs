@@ -15,7 +15,7 @@
 
 use crate::conn::ConnCtx;
 use crate::counters::NetCounters;
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use crate::rate_hint::RateShare;
 use core::{
     fmt,

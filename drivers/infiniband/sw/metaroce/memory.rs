@@ -10,7 +10,7 @@
 //! nothing is trusted.
 
 use crate::bound::{Bound, LocalBuffer};
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use kernel::prelude::*;
 use metaroce_proto::{AtomicOp, Dest, MemError, Memory, Payload, QpId, RxPayload};
 use rdma::{

@@ -14,6 +14,7 @@ mod bound;
 mod conn;
 mod counters;
 mod device;
+mod driver;
 mod engine;
 mod link;
 mod memory;
@@ -60,7 +61,7 @@ struct MetaRoce {
 }
 
 /// Unregisters every device of the module when dropped.
-struct DeviceFence(Arc<Registry<device::MetaRoceDriver>>);
+struct DeviceFence(Arc<Registry<driver::MetaRoceDriver>>);
 
 impl Drop for DeviceFence {
     fn drop(&mut self) {

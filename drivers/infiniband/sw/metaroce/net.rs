@@ -8,7 +8,7 @@
 //! came in on (or is counted as `rx_no_device` in its namespace).
 
 use crate::counters::{self, NetCounters, Sources};
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use crate::engine::Engine;
 use core::{
     fmt,

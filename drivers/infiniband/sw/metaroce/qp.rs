@@ -8,7 +8,7 @@
 //! through the connection in ERR, and is unbound at RESET and destroy.
 
 use crate::counters::QpCounters;
-use crate::device::{MetaRoceDriver, MAX_RD_ATOMIC};
+use crate::driver::{MetaRoceDriver, MAX_RD_ATOMIC};
 use crate::engine::Binding;
 use kernel::{
     new_mutex, new_spinlock,

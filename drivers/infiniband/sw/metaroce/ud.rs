@@ -18,7 +18,7 @@
 //! queues and its buffers are kernel memory, otherwise it is handled the same way.
 //! That is what carries the CM's MADs for rdma_cm.
 
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use crate::memory::{gather, scatter};
 use core::net::IpAddr;
 use kernel::{
