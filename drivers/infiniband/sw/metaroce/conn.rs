@@ -984,7 +984,7 @@ impl ConnCtx {
                         rdma::trace::qp_error(
                             id,
                             b.qp.qpn(),
-                            crate::bound::wc_status(status) as u32,
+                            crate::convert::wc_status(status) as u32,
                         );
                         b.qp.set_error();
                         b.failed = true;

@@ -12,6 +12,7 @@
 
 mod bound;
 mod conn;
+mod convert;
 mod counters;
 mod device;
 mod driver;
