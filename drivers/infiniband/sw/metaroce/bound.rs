@@ -30,7 +30,7 @@ use rdma::{
     device::Device,
     mr::Access,
     qp::{
-        Payload, Qp, QpEvent, QpState, RecvWqe, SendWqe, Sge, SgeList, SEND_SIGNALED,
+        Qp, QpEvent, QpState, RecvWqe, SendData, SendWqe, Sge, SgeList, SEND_SIGNALED,
         SEND_SOLICITED,
     },
 };
@@ -177,8 +177,8 @@ impl Bound {
             return Ok(LocalBuffer::Sges(core::slice::from_ref(sge)));
         }
         Ok(match &self.send_wqe(seq)?.payload {
-            Payload::Sges(list) => LocalBuffer::Sges(list.as_slice()),
-            Payload::Inline { len, data } => LocalBuffer::Inline(data.get(..*len).ok_or(EINVAL)?),
+            SendData::Sges(list) => LocalBuffer::Sges(list.as_slice()),
+            SendData::Inline { len, data } => LocalBuffer::Inline(data.get(..*len).ok_or(EINVAL)?),
         })
     }
 
@@ -282,7 +282,7 @@ impl Bound {
                     Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         let sge = match &w.payload {
-                            Payload::Sges(list) if list.as_slice().len() == 1 => {
+                            SendData::Sges(list) if list.as_slice().len() == 1 => {
                                 list.as_slice().first().copied()
                             }
                             _ => None,
@@ -348,7 +348,7 @@ impl Bound {
             Opcode::Read | Opcode::CompareSwap | Opcode::FetchAdd => Access::LOCAL_WRITE,
             _ => Access::LOCAL_READ,
         };
-        if let Payload::Sges(list) = &w.payload {
+        if let SendData::Sges(list) = &w.payload {
             if check_sges(dev, self.qp.pd(), list.as_slice(), local).is_err() {
                 return Err(Refused::Fail(WcStatus::LocProtErr));
             }
