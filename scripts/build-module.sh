@@ -7,17 +7,23 @@
 #                                      $METAROCE_CACHE/module/<kernel>/ (a copy of the
 #                                      sources: one tree cannot hold objects for two
 #                                      kernels)
+#   scripts/build-module.sh --clippy   for the test kernel, with the kernel's clippy
+#                                      (CLIPPY=1: Debian's clippy-driver of the same
+#                                      release as /usr/bin/rustc), in target/clippy-kmod/
+#                                      (a copy: the repository's objects stay rustc's)
 #   ... --ko                           print where the module is, build nothing
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
-FLAVOUR=()
-if [ "${1:-}" = --bench ]; then FLAVOUR=(--bench); shift; fi
-if [ ${#FLAVOUR[@]} = 0 ]; then
-	OUT=$REPO_ROOT
-else
-	OUT=$METAROCE_CACHE/module/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" --bench --kdir)")
-fi
+FLAVOUR=() EXTRA=()
+case ${1:-} in
+--bench) FLAVOUR=(--bench); shift
+	OUT=$METAROCE_CACHE/module/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" --bench --kdir)");;
+--clippy) shift
+	OUT=$REPO_ROOT/target/clippy-kmod
+	EXTRA=(CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver);;
+*) OUT=$REPO_ROOT;;
+esac
 if [ "${1:-}" = --ko ]; then echo "$OUT/metaroce.ko"; exit 0; fi
 
 KDIR=$("$REPO_ROOT/scripts/build-kernel.sh" "${FLAVOUR[@]}")
@@ -33,5 +39,5 @@ if [ "$OUT" != "$REPO_ROOT" ]; then
 		--include='*.c' --include='*.h' --exclude='*' --prune-empty-dirs \
 		"$REPO_ROOT/Kbuild" "$REPO_ROOT/include" "$REPO_ROOT/drivers" "$REPO_ROOT/rust" "$OUT/"
 fi
-make -s -C "$KDIR" M="$OUT" "${KBUILD_VARS[@]}" modules >&2
+make -s -C "$KDIR" M="$OUT" "${KBUILD_VARS[@]}" "${EXTRA[@]}" modules >&2
 echo "$OUT/metaroce.ko"

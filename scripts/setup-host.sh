@@ -15,8 +15,9 @@ fresh() { [ "$(cat "$(stamp "$1")" 2>/dev/null)" = "$(key "${@:2}")" ]; }
 done_() { key "${@:2}" > "$(stamp "$1")"; }
 
 APT_PKGS=(
-	# Rust for the kernel: rustc with rust-src, LLVM matching its own (22)
-	rustc-web rust-web-src libstd-rust-web-dev rustfmt-web
+	# Rust for the kernel: rustc with rust-src, LLVM matching its own (22); clippy of
+	# the same release (scripts/check-clippy.sh: the kernel's CLIPPY=1 build)
+	rustc-web rust-web-src libstd-rust-web-dev rustfmt-web rust-web-clippy
 	clang-22 lld-22 llvm-22 libclang-22-dev
 	# kernel build tools
 	make gcc flex bison libelf-dev libssl-dev bc cpio dwarves kmod rsync xz-utils
@@ -68,6 +69,13 @@ if ! fresh bindgen bindgen-cli || [ ! -x "$TOOLS_DIR/bin/bindgen" ]; then
 	# The rustup cargo on PATH builds the host tool; the kernel itself uses /usr/bin/rustc.
 	cargo install --quiet bindgen-cli --locked --root "$TOOLS_DIR"
 	done_ bindgen bindgen-cli
+fi
+
+# clippy for the userspace crates (scripts/check-clippy.sh), in the rustup toolchain
+# that builds them; the kernel crates use Debian's rust-web-clippy (above).
+if command -v rustup >/dev/null && ! cargo clippy --version >/dev/null 2>&1; then
+	log "rustup component add clippy"
+	rustup component add clippy
 fi
 
 if ! fresh cargo-fuzz cargo-fuzz || [ ! -x "$TOOLS_DIR/bin/cargo-fuzz" ]; then

@@ -13,9 +13,10 @@ use crate::{
     bindings,
     device::{Device, Driver},
     mr::PdId,
+    object::Object,
     udata::UData,
 };
-use kernel::{error::from_result, prelude::*, sync::Arc, transmute::AsBytes, types::Opaque};
+use kernel::{error::from_result, prelude::*, sync::Arc, transmute::AsBytes};
 
 /// An address handle.
 pub struct Ah {
@@ -51,28 +52,8 @@ struct CreateAhResp {
 // SAFETY: `repr(C)` integers, no padding.
 unsafe impl AsBytes for CreateAhResp {}
 
-/// The core's `ib_ah` followed by ours; allocated and freed by the core (`size_ib_ah`).
-#[repr(C)]
-pub(crate) struct AhObject {
-    ib: Opaque<bindings::ib_ah>,
-    ah: Option<Arc<Ah>>,
-}
-
-impl AhObject {
-    /// The AH of an `ib_ah`.
-    ///
-    /// # Safety
-    ///
-    /// `ib` is a live `ib_ah` of a device of this crate's drivers.
-    pub(crate) unsafe fn get(ib: *mut bindings::ib_ah) -> Option<Arc<Ah>> {
-        // SAFETY: `ib` is the first field of a `repr(C)` `AhObject`; `ah` is set by
-        // `create_ah` before the AH is published and taken only by `destroy_ah`.
-        unsafe { (*ib.cast::<Self>()).ah.clone() }
-    }
-}
-
-/// The size of [`AhObject`], for `size_ib_ah`.
-pub(crate) const OBJECT_SIZE: usize = size_of::<AhObject>();
+/// The core's `ib_ah` followed by ours.
+pub(crate) type AhObject = Object<bindings::ib_ah, Ah>;
 
 /// AH numbers: 0 means "no AH" to rdma_rxe's older providers.
 pub(crate) const AH_NUM_MIN: u32 = 1;
@@ -120,7 +101,7 @@ pub(crate) unsafe extern "C" fn create_ah<T: Driver>(
         }
         let ah = dev.objects().ahs.get(num).ok_or(EINVAL)?;
         // SAFETY: The core zeroed our part; the AH is not visible yet.
-        unsafe { (*ibah.cast::<AhObject>()).ah = Some(ah) };
+        unsafe { AhObject::from_raw_mut(ibah).obj = Some(ah) };
         taken.keep();
         Ok(0)
     })
@@ -134,10 +115,10 @@ pub(crate) unsafe extern "C" fn destroy_ah<T: Driver>(
     let (dev, obj) = unsafe {
         (
             Device::<T>::from_raw((*ibah).device),
-            &mut *ibah.cast::<AhObject>(),
+            AhObject::from_raw_mut(ibah),
         )
     };
-    if let Some(ah) = obj.ah.take() {
+    if let Some(ah) = obj.obj.take() {
         dev.objects().quotas.ah.put();
         dev.objects().ahs.remove(ah.num);
     }
@@ -150,7 +131,7 @@ pub(crate) unsafe extern "C" fn query_ah(
 ) -> kernel::ffi::c_int {
     // SAFETY: Live AH of ours; `attr` valid for writes.
     from_result(|| unsafe {
-        let ah = (*ibah.cast::<AhObject>()).ah.as_ref().ok_or(EINVAL)?;
+        let ah = AhObject::from_raw(ibah).obj.as_ref().ok_or(EINVAL)?;
         *attr = Default::default();
         ah.av.to_raw(&mut *attr);
         Ok(0)

@@ -115,7 +115,7 @@ impl AddressVector {
 
     /// Writes the address vector back as `query_qp`/`query_ah` report it (without a GID
     /// attribute reference).
-    pub(crate) fn to_raw(&self, attr: &mut bindings::rdma_ah_attr) {
+    pub(crate) fn to_raw(self, attr: &mut bindings::rdma_ah_attr) {
         attr.type_ = bindings::rdma_ah_attr_type_RDMA_AH_ATTR_TYPE_ROCE;
         attr.ah_flags = bindings::ib_ah_flags_IB_AH_GRH as u8;
         attr.port_num = self.port_num;

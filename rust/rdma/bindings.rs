@@ -5,8 +5,14 @@
 //! Input: [`include/metaroce/bindings_helper.h`](../../include/metaroce/bindings_helper.h).
 //! Only this crate uses them; the driver crate sees safe wrappers.
 
+// Generated code: none of the kernel's clippy lints (CLIPPY=1) applies, as in rust/bindings.
 #![allow(
     clippy::all,
+    clippy::as_underscore,
+    clippy::cast_lossless,
+    clippy::ptr_as_ptr,
+    clippy::ref_as_ptr,
+    clippy::undocumented_unsafe_blocks,
     missing_docs,
     non_camel_case_types,
     non_upper_case_globals,

@@ -140,7 +140,7 @@ impl<T: Driver> Adapter<T> {
         if stats.is_null() {
             return stats;
         }
-        const BITS: usize = 8 * size_of::<kernel::ffi::c_ulong>();
+        const BITS: usize = kernel::ffi::c_ulong::BITS as usize;
         // SAFETY: The fresh struct is ours until returned; `is_disabled` has a bit per
         // counter. The counter is live (the core allocated it for this call).
         unsafe {

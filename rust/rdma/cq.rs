@@ -21,6 +21,7 @@ use crate::{
     bindings,
     device::{Device, Driver},
     mmap::MmapInfo,
+    object::Object,
     queue::{Direction, Queue},
     udata::UData,
 };
@@ -31,7 +32,6 @@ use kernel::{
     prelude::*,
     sync::{Arc, SpinLockIrq},
     transmute::AsBytes,
-    types::Opaque,
 };
 
 /// Status of a work completion (`enum ib_wc_status`, the same values as `ibv_wc_status`).
@@ -304,7 +304,7 @@ impl Cq {
                     byte_len: wc.byte_len,
                     qp,
                     src_qp: wc.src_qp,
-                    wc_flags: wc.wc_flags as _,
+                    wc_flags: wc.wc_flags as i32,
                     pkey_index: wc.pkey_index,
                     port_num: wc.port_num.into(),
                     ..Default::default()
@@ -366,38 +366,8 @@ impl Cq {
     }
 }
 
-/// The core's `ib_cq` followed by ours; allocated and freed by the core (`size_ib_cq`).
-#[repr(C)]
-pub(crate) struct CqObject {
-    ib: Opaque<bindings::ib_cq>,
-    cq: Option<Arc<Cq>>,
-}
-
-impl CqObject {
-    /// # Safety
-    ///
-    /// `ib` is the `ib_cq` of a live `CqObject` (zeroed by the core or initialised by
-    /// `create_cq`), not used by anyone else mutably for `'a`.
-    unsafe fn from_raw<'a>(ib: *mut bindings::ib_cq) -> &'a mut Self {
-        // SAFETY: `ib` is the first field of the `repr(C)` struct.
-        unsafe { &mut *ib.cast::<Self>() }
-    }
-
-    /// Returns the shared CQ of an `ib_cq` of a driver using [`CqObject`].
-    ///
-    /// # Safety
-    ///
-    /// `ib` is a live `ib_cq` of this driver, created successfully.
-    pub(crate) unsafe fn get(ib: *mut bindings::ib_cq) -> Result<Arc<Cq>> {
-        // SAFETY: `ib` is the first field of a `repr(C)` `CqObject`; `cq` is set once by
-        // `create_cq` before the core publishes the CQ and only cleared by `destroy_cq`,
-        // which the core serialises against the use of a CQ by new QPs (usecnt).
-        unsafe { (*ib.cast::<Self>()).cq.clone().ok_or(EINVAL) }
-    }
-}
-
-/// The size of [`CqObject`], for `size_ib_cq`.
-pub(crate) const OBJECT_SIZE: usize = size_of::<CqObject>();
+/// The core's `ib_cq` followed by ours.
+pub(crate) type CqObject = Object<bindings::ib_cq, Cq>;
 
 fn slot_count(cqe: u32) -> Result<u32> {
     cqe.checked_add(1).ok_or(EINVAL)?;
@@ -481,10 +451,10 @@ pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
             GFP_KERNEL,
         )?;
         // SAFETY: The core zeroed our part and the CQ is not visible to anyone yet.
-        let obj = unsafe { CqObject::from_raw(ibcq) };
-        obj.cq = Some(cq);
+        let obj = unsafe { CqObject::from_raw_mut(ibcq) };
+        obj.obj = Some(cq);
         // SAFETY: As above; the core reports `cqe` back to user space.
-        unsafe { (*ibcq).cqe = cqe as _ };
+        unsafe { (*ibcq).cqe = cqe as i32 };
         taken.keep();
         Ok(0)
     })
@@ -498,10 +468,10 @@ pub(crate) unsafe extern "C" fn destroy_cq<T: Driver>(
     let (dev, obj) = unsafe {
         (
             Device::<T>::from_raw((*ibcq).device),
-            CqObject::from_raw(ibcq),
+            CqObject::from_raw_mut(ibcq),
         )
     };
-    if let Some(cq) = obj.cq.take() {
+    if let Some(cq) = obj.obj.take() {
         dev.objects().quotas.cq.put();
         // Detach under the lock: no handler runs on the `ib_cq` after this; the ring is
         // unmapped here, in process context, while the user context is still live.
@@ -567,7 +537,7 @@ pub(crate) unsafe extern "C" fn resize_user_cq<T: Driver>(
         drop(old);
         udata.write(&CqResp { mi: info })?;
         // SAFETY: Live CQ; the core reports `cqe` back.
-        unsafe { (*ibcq).cqe = capacity as _ };
+        unsafe { (*ibcq).cqe = capacity as i32 };
         Ok(0)
     })
 }

@@ -66,7 +66,7 @@ impl UserBuffer {
             return Err(EINVAL);
         }
         // SAFETY: Plain allocation; zeroed memory flagged for mapping to user space.
-        let buf = unsafe { bindings::metaroce_vmalloc_user(size as _) };
+        let buf = unsafe { bindings::metaroce_vmalloc_user(size) };
         let buf = NonNull::new(buf.cast::<u8>()).ok_or(ENOMEM)?;
         let entry = match KBox::new(
             Entry {

@@ -427,7 +427,7 @@ pub(crate) unsafe extern "C" fn get_dma_mr(
     let remote = bindings::ib_access_flags_IB_ACCESS_REMOTE_READ
         | bindings::ib_access_flags_IB_ACCESS_REMOTE_WRITE
         | bindings::ib_access_flags_IB_ACCESS_REMOTE_ATOMIC;
-    if access as u32 & remote as u32 != 0 {
+    if access as u32 & remote != 0 {
         return EOPNOTSUPP.to_ptr();
     }
     let obj = match KBox::new(
@@ -502,7 +502,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
             0,
             addr as u64,
             len,
-            access.bits() as _,
+            access.bits() as i32,
         )
     })?;
     // SAFETY: Not NULL: `from_err_ptr` passed it and `ib_umem_get` never returns NULL.
@@ -561,7 +561,7 @@ unsafe fn reg_user_mr_inner<T: Driver>(
         (*ib).rkey = key;
         (*ib).iova = iova;
         (*ib).length = length;
-        (*ib).page_size = kernel::page::PAGE_SIZE as _;
+        (*ib).page_size = kernel::page::PAGE_SIZE as u32;
         Ok(ib)
     }
 }

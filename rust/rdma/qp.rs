@@ -45,11 +45,10 @@ pub(crate) use state::modify_qp;
 pub use state::{ModifyQp, QpState};
 pub(crate) use user_ring::{parse_recv, WorkQueue, RECV_WQE_HDR, SGE_SIZE};
 pub(crate) use verbs::{
-    create_qp, destroy_qp, fill_res_qp_entry, object_size, post_recv, post_send, QpObject, QPN_MAX,
-    QPN_MIN,
+    create_qp, destroy_qp, fill_res_qp_entry, post_recv, post_send, QpObject, QPN_MAX, QPN_MIN,
 };
 pub use wqe::{
-    BadWqe, Payload, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress, SEND_FENCE,
+    BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress, SEND_FENCE,
     SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
 };
 

@@ -37,6 +37,12 @@ impl Quota {
     }
 }
 
+impl Default for Quota {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// One unit of a [`Quota`] for an object being created.
 pub struct Taken<'a>(&'a Quota);
 

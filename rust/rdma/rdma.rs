@@ -4,9 +4,17 @@
 //!
 //! The kernel crate has no RDMA, netdev or UDP tunnel abstractions; this crate
 //! provides the few the driver needs. It is the only place of the module that
-//! holds `unsafe` code: every block argues its soundness in a `// SAFETY:`
-//! comment, and the driver crate (`drivers/infiniband/sw/metaroce`) forbids
-//! `unsafe` entirely.
+//! holds `unsafe` code: every block argues its soundness in a `SAFETY` comment,
+//! and the driver crate (`drivers/infiniband/sw/metaroce`) forbids `unsafe`
+//! entirely.
+
+// The `unsafe extern "C" fn`s are the callbacks of the ops tables (device, link,
+// counters, notifier): only the C core calls them, under the contract of the op it
+// registered them for, which the `SAFETY` comments in their bodies cite.
+#![allow(
+    clippy::missing_safety_doc,
+    reason = "unsafe fns here are C callbacks; their contract is the C op's"
+)]
 //!
 //! C headers: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h),
 //! [`include/rdma/rdma_netlink.h`](srctree/include/rdma/rdma_netlink.h),
@@ -24,6 +32,7 @@ pub mod link;
 pub mod mmap;
 pub mod mr;
 pub mod netdev;
+mod object;
 pub mod params;
 pub mod qp;
 pub mod queue;
@@ -39,4 +48,5 @@ pub mod table;
 pub mod trace;
 pub mod udata;
 pub mod udp;
+mod verbs;
 pub mod work;

@@ -23,6 +23,7 @@ use crate::{
     device::{Device, Driver},
     mmap::MmapInfo,
     mr::PdId,
+    object::Object,
     qp::{self, RecvWqe, WorkQueue, MAX_SGE, RECV_WQE_HDR, SGE_SIZE},
     queue::{Direction, Queue},
     udata::UData,
@@ -34,7 +35,6 @@ use kernel::{
     prelude::*,
     sync::{Arc, SpinLockIrq},
     transmute::{AsBytes, FromBytes},
-    types::Opaque,
 };
 
 /// `struct rxe_create_srq_resp`.
@@ -128,38 +128,8 @@ impl Srq {
     }
 }
 
-/// The core's `ib_srq` followed by ours; allocated and freed by the core (`size_ib_srq`).
-#[repr(C)]
-pub(crate) struct SrqObject {
-    ib: Opaque<bindings::ib_srq>,
-    srq: Option<Arc<Srq>>,
-}
-
-impl SrqObject {
-    /// # Safety
-    ///
-    /// `ib` is a live `ib_srq` of a device of this crate's drivers, not used mutably by
-    /// anyone else for `'a`.
-    unsafe fn from_raw<'a>(ib: *mut bindings::ib_srq) -> &'a mut Self {
-        // SAFETY: `ib` is the first field of the `repr(C)` struct, which the core
-        // allocated with our size and zeroed.
-        unsafe { &mut *ib.cast::<Self>() }
-    }
-
-    /// Returns the shared SRQ of an `ib_srq`.
-    ///
-    /// # Safety
-    ///
-    /// `ib` is a live `ib_srq` of this crate's drivers, created successfully.
-    pub(crate) unsafe fn get(ib: *mut bindings::ib_srq) -> Result<Arc<Srq>> {
-        // SAFETY: `srq` is set in `create_srq` before the core publishes the SRQ and
-        // taken in `destroy_srq`, which the core runs only once no QP uses it (usecnt).
-        unsafe { (*ib.cast::<Self>()).srq.clone().ok_or(EINVAL) }
-    }
-}
-
-/// The size of [`SrqObject`], for `size_ib_srq`.
-pub(crate) const OBJECT_SIZE: usize = size_of::<SrqObject>();
+/// The core's `ib_srq` followed by ours.
+pub(crate) type SrqObject = Object<bindings::ib_srq, Srq>;
 
 /// SRQ numbers, as rdma_rxe's pool gives them.
 pub(crate) const SRQ_NUM_MIN: u32 = 1;
@@ -243,7 +213,7 @@ pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
         a.max_wr = max_wr;
         a.max_sge = max_sge;
         // SAFETY: The core zeroed our part; nobody else sees the SRQ yet.
-        unsafe { SrqObject::from_raw(ibsrq).srq = Some(srq) };
+        unsafe { SrqObject::from_raw_mut(ibsrq).obj = Some(srq) };
         taken.keep();
         Ok(0)
     })
@@ -352,10 +322,10 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
     let (dev, obj) = unsafe {
         (
             Device::<T>::from_raw((*ibsrq).device),
-            SrqObject::from_raw(ibsrq),
+            SrqObject::from_raw_mut(ibsrq),
         )
     };
-    if let Some(srq) = obj.srq.take() {
+    if let Some(srq) = obj.obj.take() {
         dev.objects().quotas.srq.put();
         dev.objects().srqs.remove(srq.num);
         // Detach under the lock: no event after this; unmap the ring here, in process

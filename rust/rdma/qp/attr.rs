@@ -203,7 +203,7 @@ pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
         attr.rq_psn = a.rq_psn;
         attr.sq_psn = a.sq_psn;
         attr.dest_qp_num = a.dest_qp_num;
-        attr.qp_access_flags = a.access.bits() as _;
+        attr.qp_access_flags = a.access.bits() as i32;
         attr.cap = cap;
         if let Some(av) = &a.av {
             av.to_raw(&mut attr.ah_attr);

@@ -310,7 +310,7 @@ pub(super) unsafe fn create_kernel_qp<T: Driver>(
     // SAFETY: The core zeroed our part; nobody else sees the QP yet.
     unsafe {
         (*ibqp).qp_num = qpn;
-        QpObject::<T>::from_raw_mut(ibqp).qp = Some(qp);
+        QpObject::<T>::from_raw_mut(ibqp).obj = Some(qp);
     }
     Ok(0)
 }
@@ -371,7 +371,7 @@ unsafe fn kernel_send(
         return Err(EINVAL);
     }
     // SAFETY: The consumer's AH of our device, live while the work request is posted.
-    let ah = unsafe { crate::ah::AhObject::get(ud.ah) }.ok_or(EINVAL)?;
+    let ah = unsafe { crate::ah::AhObject::get(ud.ah)? };
     let flags = ud.wr.send_flags as u32;
     Ok(KernelSend {
         // SAFETY: Integer union member (`wr_cqe` is the same 8 bytes).

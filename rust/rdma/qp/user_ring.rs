@@ -5,7 +5,7 @@
 
 use super::{
     wqe::{
-        parse_wqe_av, BadWqe, Payload, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, UdDest,
+        parse_wqe_av, BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest,
         SEND_INLINE,
     },
     Qp, QpType, MAX_INLINE, MAX_SGE,
@@ -139,13 +139,13 @@ impl<T: Driver> Qp<T> {
             if len > wq.max_inline || len > room || len > MAX_INLINE {
                 return Some(Err(bad));
             }
-            if !matches!(out.payload, Payload::Inline { .. }) {
-                out.payload = Payload::Inline {
+            if !matches!(out.payload, SendData::Inline { .. }) {
+                out.payload = SendData::Inline {
                     len: 0,
                     data: [0; MAX_INLINE],
                 };
             }
-            let Payload::Inline { len: l, data } = &mut out.payload else {
+            let SendData::Inline { len: l, data } = &mut out.payload else {
                 return Some(Err(bad));
             };
             if wq
@@ -161,10 +161,10 @@ impl<T: Driver> Qp<T> {
             if num_sge > wq.max_sge || num_sge > MAX_SGE || num_sge * SGE_SIZE > room {
                 return Some(Err(bad));
             }
-            if !matches!(out.payload, Payload::Sges(_)) {
-                out.payload = Payload::Sges(SgeList::EMPTY);
+            if !matches!(out.payload, SendData::Sges(_)) {
+                out.payload = SendData::Sges(SgeList::EMPTY);
             }
-            let Payload::Sges(list) = &mut out.payload else {
+            let SendData::Sges(list) = &mut out.payload else {
                 return Some(Err(bad));
             };
             if read_sges_into(&wq.queue, ahead, SEND_WQE_HDR, num_sge, list).is_err() {

@@ -10,6 +10,7 @@ use super::{
     user_ring::{WorkQueue, RECV_WQE_HDR, SEND_WQE_HDR, SGE_SIZE},
     Inner, Qp, QpAttributes, MAX_INLINE, MAX_SGE,
 };
+use crate::object::Object;
 use crate::{
     bindings,
     cq::{Cq, CqObject},
@@ -23,7 +24,6 @@ use crate::{
 use core::ptr::NonNull;
 use kernel::{
     error::from_result, new_mutex, new_spinlock_irq, prelude::*, sync::Arc, transmute::AsBytes,
-    types::Opaque,
 };
 
 /// `struct rxe_create_qp_resp`.
@@ -36,53 +36,8 @@ struct CreateQpResp {
 // SAFETY: `repr(C)` of `AsBytes` structs without padding.
 unsafe impl AsBytes for CreateQpResp {}
 
-/// The core's `ib_qp` followed by ours; allocated and freed by the core (`size_ib_qp`).
-#[repr(C)]
-pub(crate) struct QpObject<T: Driver> {
-    ib: Opaque<bindings::ib_qp>,
-    pub(super) qp: Option<Arc<Qp<T>>>,
-}
-
-impl<T: Driver> QpObject<T> {
-    /// A shared reference, for the verbs that run concurrently (posting, modify,
-    /// query).
-    ///
-    /// # Safety
-    ///
-    /// `ib` is a live `ib_qp` of a device of driver `T`.
-    pub(super) unsafe fn from_raw<'a>(ib: *mut bindings::ib_qp) -> &'a Self {
-        // SAFETY: `ib` is the first field of the `repr(C)` struct, which the core
-        // allocated with our size and zeroed.
-        unsafe { &*ib.cast::<Self>() }
-    }
-
-    /// The exclusive reference of `create_qp` and `destroy_qp`.
-    ///
-    /// # Safety
-    ///
-    /// As for [`Self::from_raw`], and nothing else uses the object meanwhile: the core
-    /// calls `create_qp` before it publishes the QP, and `destroy_qp` once no other
-    /// verb runs on it and none will (uverbs destroys under the object's exclusive
-    /// lock; a kernel consumer may not race its own destroy).
-    pub(super) unsafe fn from_raw_mut<'a>(ib: *mut bindings::ib_qp) -> &'a mut Self {
-        // SAFETY: As in `from_raw`; exclusive per the function's contract.
-        unsafe { &mut *ib.cast::<Self>() }
-    }
-
-    /// # Safety
-    ///
-    /// As for `from_raw`.
-    pub(crate) unsafe fn get(ib: *mut bindings::ib_qp) -> Result<Arc<Qp<T>>> {
-        // SAFETY: Per the contract; `qp` is set in `create_qp` before the core publishes
-        // the QP and taken in `destroy_qp`, after which the core calls nothing else.
-        unsafe { Self::from_raw(ib) }.qp.clone().ok_or(EINVAL)
-    }
-}
-
-/// The size of [`QpObject`], for `size_ib_qp`.
-pub(crate) const fn object_size<T: Driver>() -> usize {
-    size_of::<QpObject<T>>()
-}
+/// The core's `ib_qp` followed by ours.
+pub(crate) type QpObject<T> = Object<bindings::ib_qp, Qp<T>>;
 
 /// QP numbers: 0 and 1 are the special QPs, rdma_rxe starts its pool at 16 too.
 pub(crate) const QPN_MIN: u32 = 16;
@@ -170,8 +125,8 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         let rq_elem = RECV_WQE_HDR + cap.max_recv_sge as usize * SGE_SIZE;
         let rq = match srq {
             Some(_) => None,
-            // SAFETY: As above.
             None => {
+                // SAFETY: As above.
                 Some(unsafe { Queue::new(uctx, cap.max_recv_wr, rq_elem, Direction::FromClient)? })
             }
         };
@@ -223,7 +178,7 @@ pub(crate) unsafe extern "C" fn create_qp<T: Driver>(
         // SAFETY: The core zeroed our part; nobody else sees the QP yet.
         unsafe {
             (*ibqp).qp_num = qpn;
-            QpObject::<T>::from_raw_mut(ibqp).qp = Some(qp);
+            QpObject::<T>::from_raw_mut(ibqp).obj = Some(qp);
         }
         taken.keep();
         Ok(0)
@@ -369,7 +324,7 @@ pub(crate) unsafe extern "C" fn destroy_qp<T: Driver>(
             QpObject::<T>::from_raw_mut(ibqp),
         )
     };
-    let Some(qp) = obj.qp.take() else {
+    let Some(qp) = obj.obj.take() else {
         return 0;
     };
     dev.objects().quotas.qp.put();

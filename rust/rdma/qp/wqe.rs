@@ -112,9 +112,9 @@ pub const SEND_INLINE: u32 = 8;
 /// `send_flags`: wait for earlier READ/atomics.
 pub const SEND_FENCE: u32 = 1;
 
-/// The payload of a send work request.
+/// The data of a send work request (the core's `Payload` is a packet's).
 #[derive(Clone, Copy, Debug)]
-pub enum Payload {
+pub enum SendData {
     /// Gathered from local MRs.
     Sges(SgeList),
     /// Carried in the WQE.
@@ -213,7 +213,7 @@ pub struct SendWqe {
     /// The message length in bytes.
     pub length: u64,
     /// Where the payload is (for READ: where it goes; atomics: the 8-byte result).
-    pub payload: Payload,
+    pub payload: SendData,
     /// The destination of a UD QP's send.
     pub ud: Option<UdDest>,
 }
@@ -231,7 +231,7 @@ impl SendWqe {
         compare_add: 0,
         swap: 0,
         length: 0,
-        payload: Payload::Sges(SgeList::EMPTY),
+        payload: SendData::Sges(SgeList::EMPTY),
         ud: None,
     };
 }

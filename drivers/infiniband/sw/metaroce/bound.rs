@@ -16,21 +16,21 @@
 //! completes. Sends are handed over when the QP's doorbell rang ([`Bound::send_pending`]).
 
 use crate::conn::Conn;
-use crate::device::MetaRoceDriver;
+use crate::convert::{core_opcode, wc_opcode, wc_status};
+use crate::driver::MetaRoceDriver;
 use crate::memory::check_sges;
 use core::fmt;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
 use metaroce_proto::{
     constants::{MAX_MSG_LEN, MAX_RECV_WR, MAX_SEND_WR},
-    Completion, Opcode, PostError, QpId, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
-    WorkRequest,
+    Completion, Opcode, PostError, QpId, WorkRequest,
 };
 use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_WITH_IMM},
     device::Device,
     mr::Access,
     qp::{
-        Payload, Qp, QpEvent, QpState, RecvWqe, SendOpcode, SendWqe, Sge, SgeList, SEND_SIGNALED,
+        Qp, QpEvent, QpState, RecvWqe, SendData, SendWqe, Sge, SgeList, SEND_SIGNALED,
         SEND_SOLICITED,
     },
 };
@@ -89,45 +89,6 @@ pub(crate) struct Bound {
     /// The QP is in RTR and no request of the peer has reached it yet: the first one
     /// raises `IB_EVENT_COMM_EST` ([`Bound::request_arrived`]).
     pub(crate) comm_est_pending: bool,
-}
-
-fn core_opcode(op: SendOpcode) -> Option<Opcode> {
-    Some(match op {
-        SendOpcode::Send => Opcode::Send,
-        SendOpcode::SendWithImm => Opcode::SendImm,
-        SendOpcode::RdmaWrite => Opcode::Write,
-        SendOpcode::RdmaWriteWithImm => Opcode::WriteImm,
-        SendOpcode::RdmaRead => Opcode::Read,
-        SendOpcode::AtomicCmpAndSwp => Opcode::CompareSwap,
-        SendOpcode::AtomicFetchAndAdd => Opcode::FetchAdd,
-        SendOpcode::LocalInv | SendOpcode::SendWithInv => return None,
-    })
-}
-
-pub(crate) fn wc_status(s: CoreStatus) -> WcStatus {
-    match s {
-        CoreStatus::Success => WcStatus::Success,
-        CoreStatus::LocLenErr => WcStatus::LocLenErr,
-        CoreStatus::LocProtErr => WcStatus::LocProtErr,
-        CoreStatus::RemAccessErr => WcStatus::RemAccessErr,
-        CoreStatus::RemInvReqErr => WcStatus::RemInvReqErr,
-        CoreStatus::RemOpErr => WcStatus::RemOpErr,
-        CoreStatus::RetryExcErr => WcStatus::RetryExcErr,
-        CoreStatus::RnrRetryExcErr => WcStatus::RnrRetryExcErr,
-        CoreStatus::WrFlushErr => WcStatus::WrFlushErr,
-    }
-}
-
-fn wc_opcode(o: CoreOpcode) -> WcOpcode {
-    match o {
-        CoreOpcode::Send => WcOpcode::Send,
-        CoreOpcode::RdmaWrite => WcOpcode::RdmaWrite,
-        CoreOpcode::RdmaRead => WcOpcode::RdmaRead,
-        CoreOpcode::CompSwap => WcOpcode::CompSwap,
-        CoreOpcode::FetchAdd => WcOpcode::FetchAdd,
-        CoreOpcode::Recv => WcOpcode::Recv,
-        CoreOpcode::RecvRdmaWithImm => WcOpcode::RecvRdmaWithImm,
-    }
 }
 
 /// Why a send WQE cannot be handed to the core.
@@ -216,8 +177,8 @@ impl Bound {
             return Ok(LocalBuffer::Sges(core::slice::from_ref(sge)));
         }
         Ok(match &self.send_wqe(seq)?.payload {
-            Payload::Sges(list) => LocalBuffer::Sges(list.as_slice()),
-            Payload::Inline { len, data } => LocalBuffer::Inline(data.get(..*len).ok_or(EINVAL)?),
+            SendData::Sges(list) => LocalBuffer::Sges(list.as_slice()),
+            SendData::Inline { len, data } => LocalBuffer::Inline(data.get(..*len).ok_or(EINVAL)?),
         })
     }
 
@@ -321,7 +282,7 @@ impl Bound {
                     Ok(signaled) => {
                         let i = (self.sq_seq % MAX_SEND_WR as u64) as usize;
                         let sge = match &w.payload {
-                            Payload::Sges(list) if list.as_slice().len() == 1 => {
+                            SendData::Sges(list) if list.as_slice().len() == 1 => {
                                 list.as_slice().first().copied()
                             }
                             _ => None,
@@ -387,7 +348,7 @@ impl Bound {
             Opcode::Read | Opcode::CompareSwap | Opcode::FetchAdd => Access::LOCAL_WRITE,
             _ => Access::LOCAL_READ,
         };
-        if let Payload::Sges(list) = &w.payload {
+        if let SendData::Sges(list) = &w.payload {
             if check_sges(dev, self.qp.pd(), list.as_slice(), local).is_err() {
                 return Err(Refused::Fail(WcStatus::LocProtErr));
             }
@@ -423,8 +384,8 @@ impl Bound {
         let status = wc_status(c.status);
         let opcode = wc_opcode(c.opcode);
         let qpn = self.qp.qpn();
-        match c.opcode {
-            CoreOpcode::Recv | CoreOpcode::RecvRdmaWithImm => {
+        match opcode {
+            WcOpcode::Recv | WcOpcode::RecvRdmaWithImm => {
                 if c.wr_id != self.rq_done {
                     pr_warn!("metaroce: receive completion out of order on QP {}\n", qpn);
                     return;

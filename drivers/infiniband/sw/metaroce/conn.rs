@@ -18,7 +18,7 @@
 //! error state, and it goes with the last of them (spec [MR-CONN-14]).
 
 use crate::bound::Bound;
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use crate::memory::{attach_payload, gather_payload, QpMemory};
 use crate::trace;
 use core::{fmt, net::IpAddr};
@@ -139,7 +139,7 @@ impl ConnCounters {
 }
 
 /// The most QPs one connection carries (a device's `max_qp`).
-const MAX_QPS_PER_CONN: usize = crate::device::MAX_QP as usize;
+const MAX_QPS_PER_CONN: usize = crate::driver::MAX_QP as usize;
 
 /// A connection's QP slots: allocated one by one as QPs bind, never freed before
 /// the connection (a slot's index is its QP's id), reused after an unbind.
@@ -1018,7 +1018,7 @@ impl ConnCtx {
                         rdma::trace::qp_error(
                             id,
                             b.qp.qpn(),
-                            crate::bound::wc_status(status) as u32,
+                            crate::convert::wc_status(status) as u32,
                         );
                         b.qp.set_error();
                         b.failed = true;
@@ -1054,6 +1054,7 @@ impl ConnCtx {
     }
 
     /// Sends what the core has to send; returns how many datagrams it built.
+    #[allow(clippy::too_many_arguments, reason = "the run loop state")]
     fn transmit(
         &self,
         dev: &Device<MetaRoceDriver>,

@@ -1,7 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! A MetaRoCE device: its attributes and per-device state.
+//! A MetaRoCE device: its attributes and per-device state (`impl Driver for
+//! MetaRoceDriver`).
 
+use crate::driver::{
+    MetaRoceDriver, GID_TABLE_LEN, MAX_AH, MAX_CQ, MAX_CQE, MAX_MR, MAX_PD, MAX_QP, MAX_QP_WR,
+    MAX_RD_ATOMIC, MAX_SGE, MAX_SRQ, PACKET_OVERHEAD, VENDOR_ID,
+};
 use crate::net::DeviceNet;
 use crate::qp::{self, MetaRoceQp};
 use kernel::{
@@ -11,36 +16,14 @@ use kernel::{
         Arc,
     },
 };
-use metaroce_proto::constants::{MAX_DATA_HEADER_LEN, MAX_MSG_LEN};
+use metaroce_proto::constants::MAX_MSG_LEN;
 use rdma::{
     device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
     netdev::NetDevice,
-    qp::{ModifyQp, Qp, QpAttributes, QpInit, QpState, MAX_SGE as RING_MAX_SGE},
+    qp::{ModifyQp, Qp, QpAttributes, QpInit, QpState},
     restrack::ResourceAttrs,
     stats::CounterDesc,
 };
-
-/// Bytes of every packet that are not payload: IPv6 (the larger IP header), UDP and
-/// the largest MetaRoCE data header.
-const PACKET_OVERHEAD: u32 = 40 + 8 + MAX_DATA_HEADER_LEN as u32;
-
-/// Limits the driver is built for (Documentation/metaroce/driver.rst, "Limits").
-pub(crate) const MAX_QP: u32 = 16384;
-const MAX_QP_WR: u32 = 16384;
-const MAX_SGE: u32 = RING_MAX_SGE as u32;
-const MAX_CQ: u32 = 16384;
-const MAX_CQE: u32 = (1 << 15) - 1;
-const MAX_MR: u32 = 65536;
-const MAX_PD: u32 = 65536;
-pub(crate) const MAX_RD_ATOMIC: u32 = 128;
-const MAX_AH: u32 = 65536;
-const MAX_SRQ: u32 = 16384;
-const GID_TABLE_LEN: u32 = 1024;
-/// The IEEE vendor id of a device without an OUI, as rdma_rxe reports it.
-const VENDOR_ID: u32 = 0xff_ffff;
-
-/// The driver type of metaroce devices.
-pub(crate) struct MetaRoceDriver;
 
 /// Per-device state.
 #[pin_data]
@@ -102,13 +85,13 @@ impl Driver for MetaRoceDriver {
 
     const NODE_DESC: &'static CStr = c"metaroce";
 
-    const HW_COUNTERS: &'static [CounterDesc] = crate::net::HW_COUNTERS;
+    const HW_COUNTERS: &'static [CounterDesc] = &crate::counters::HW_COUNTERS;
 
     fn hw_counters(dev: &Device<Self>, values: &mut [u64]) {
         dev.data().net().read_counters(values);
     }
 
-    const QP_COUNTERS: usize = crate::qp_stats::COUNT;
+    const QP_COUNTERS: usize = crate::counters::QP_COUNTERS;
 
     fn qp_counters(qp: &Qp<Self>, values: &mut [u64]) {
         qp.data().counters.read(values);

@@ -14,8 +14,8 @@
 //! the next QP to that peer opens a new connection.
 
 use crate::conn::ConnCtx;
-use crate::device::MetaRoceDriver;
-use crate::net::NetCounters;
+use crate::counters::NetCounters;
+use crate::driver::MetaRoceDriver;
 use crate::rate_hint::RateShare;
 use core::{
     fmt,

@@ -3,7 +3,8 @@
 //! `rdma link add NAME type metaroce netdev DEV`.
 
 use crate::{
-    device::{MetaRoceDevice, MetaRoceDriver},
+    device::MetaRoceDevice,
+    driver::MetaRoceDriver,
     net::{DeviceNet, NetContext},
 };
 use kernel::{prelude::*, sync::Arc};

@@ -10,12 +10,12 @@
 //! nothing is trusted.
 
 use crate::bound::{Bound, LocalBuffer};
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use kernel::prelude::*;
 use metaroce_proto::{AtomicOp, Dest, MemError, Memory, Payload, QpId, RxPayload};
 use rdma::{
     device::Device,
-    mr::{self, Access, Mr, PdId},
+    mr::{Access, Mr, PdId},
     qp::Sge,
     skb::SkBuff,
 };
@@ -385,10 +385,7 @@ impl Memory for QpMemory<'_> {
         if !b.access.contains(Access::REMOTE_ATOMIC) {
             return Err(MemError::Access);
         }
-        let op = match op {
-            AtomicOp::CompareSwap { compare, swap } => mr::AtomicOp::CompareSwap { compare, swap },
-            AtomicOp::FetchAdd { add } => mr::AtomicOp::FetchAdd { add },
-        };
+        let op = crate::convert::atomic_op(op);
         // Alignment first: a misaligned address is an invalid request, not an access error.
         if va & 7 != 0 {
             return Err(MemError::Invalid);

@@ -12,14 +12,16 @@
 
 mod bound;
 mod conn;
+mod convert;
+mod counters;
 mod device;
+mod driver;
 mod engine;
 mod link;
 mod memory;
 mod net;
 mod netdev_events;
 mod qp;
-mod qp_stats;
 mod rate_hint;
 mod trace;
 mod ud;
@@ -60,7 +62,7 @@ struct MetaRoce {
 }
 
 /// Unregisters every device of the module when dropped.
-struct DeviceFence(Arc<Registry<device::MetaRoceDriver>>);
+struct DeviceFence(Arc<Registry<driver::MetaRoceDriver>>);
 
 impl Drop for DeviceFence {
     fn drop(&mut self) {

@@ -7,7 +7,7 @@
 //! notifier (we do not hand it over with `ib_device_set_netdev`: see `rdma::device`), so
 //! the port events and letting go of the netdev at unregistration are done here.
 
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use kernel::{prelude::*, sync::Arc};
 use rdma::{
     device::Registry,

@@ -7,9 +7,9 @@
 //! connection to its peer when it enters RTR, gets its send PSN at RTS, is flushed
 //! through the connection in ERR, and is unbound at RESET and destroy.
 
-use crate::device::{MetaRoceDriver, MAX_RD_ATOMIC};
+use crate::counters::QpCounters;
+use crate::driver::{MetaRoceDriver, MAX_RD_ATOMIC};
 use crate::engine::Binding;
-use crate::qp_stats::QpCounters;
 use kernel::{
     new_mutex, new_spinlock,
     prelude::*,

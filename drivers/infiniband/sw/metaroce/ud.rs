@@ -18,7 +18,7 @@
 //! queues and its buffers are kernel memory, otherwise it is handled the same way.
 //! That is what carries the CM's MADs for rdma_cm.
 
-use crate::device::MetaRoceDriver;
+use crate::driver::MetaRoceDriver;
 use crate::memory::{gather, scatter};
 use core::net::IpAddr;
 use kernel::{
@@ -33,7 +33,7 @@ use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_GRH, WC_WITH_IMM},
     device::Device,
     qp::{
-        KernelSend, Payload, Qp, QpState, RecvWqe, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED,
+        KernelSend, Qp, QpState, RecvWqe, SendData, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED,
         SEND_SOLICITED,
     },
     skb::SkBuff,
@@ -132,7 +132,7 @@ fn send(
         len,
     };
     transmit(dev, qp, &d, |out| match &w.payload {
-        Payload::Inline { len: n, data } => {
+        SendData::Inline { len: n, data } => {
             // `len` is the inline length, so they match; a mismatch is an error, not a panic.
             let data = data
                 .get(..*n)
@@ -141,7 +141,7 @@ fn send(
             out.copy_from_slice(data);
             Ok(())
         }
-        Payload::Sges(l) => {
+        SendData::Sges(l) => {
             gather(dev, qp.pd(), l.as_slice(), 0, out).map_err(|_| WcStatus::LocProtErr)
         }
     })

@@ -52,7 +52,7 @@ impl Memory for Mem {
         }
     }
     fn atomic(&mut self, _: QpId, rkey: u32, va: u64, _: AtomicOp) -> Result<u64, MemError> {
-        if rkey == 1 && va % 8 == 0 && va < 65536 {
+        if rkey == 1 && va.is_multiple_of(8) && va < 65536 {
             Ok(va)
         } else {
             Err(MemError::Access)
@@ -123,7 +123,7 @@ fuzz_target!(|data: &[u8]| {
                     len,
                     rkey: u32::from(kind >> 6),
                     remote_addr: u64::from(kind & 0x38),
-                    ack_req: next_id % 2 == 0,
+                    ack_req: next_id.is_multiple_of(2),
                     ..Default::default()
                 };
                 next_id += 1;

@@ -223,9 +223,8 @@ impl Qp {
                 break;
             };
             if w.wr.opcode.has_response() {
-                if !w
-                    .resp_last_ssn
-                    .is_some_and(|l| seq_diff(self.resp_rx.base(), l) > 0)
+                if w.resp_last_ssn
+                    .is_none_or(|l| seq_diff(self.resp_rx.base(), l) <= 0)
                 {
                     break;
                 }

@@ -1331,11 +1331,7 @@ fn debug_state_shows_both_ends_of_a_path() {
         n.settle();
         let field = |s: &str, key: &str| -> String {
             let at = s.find(key).unwrap() + key.len();
-            s[at..]
-                .split(|c: char| c == ' ')
-                .next()
-                .unwrap()
-                .to_string()
+            s[at..].split(' ').next().unwrap().to_string()
         };
         let sender = n.c[0].debug_state().to_string();
         let receiver = n.c[1].debug_state().to_string();
