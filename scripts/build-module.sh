@@ -4,9 +4,10 @@
 #
 #   scripts/build-module.sh            for the test kernel, in the repository (make)
 #   scripts/build-module.sh --bench    for the benchmark kernel, in
-#                                      $METAROCE_CACHE/module/<kernel>/ (a copy of the
+#                                      target/bench-kmod/<kernel>/ (a copy of the
 #                                      sources: one tree cannot hold objects for two
-#                                      kernels)
+#                                      kernels; per checkout, so two worktrees never
+#                                      load each other's module)
 #   scripts/build-module.sh --clippy   for the test kernel, with the kernel's clippy
 #                                      (CLIPPY=1: Debian's clippy-driver of the same
 #                                      release as /usr/bin/rustc), in target/clippy-kmod/
@@ -18,7 +19,7 @@ set -euo pipefail
 FLAVOUR=() EXTRA=()
 case ${1:-} in
 --bench) FLAVOUR=(--bench); shift
-	OUT=$METAROCE_CACHE/module/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" --bench --kdir)");;
+	OUT=$REPO_ROOT/target/bench-kmod/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" --bench --kdir)");;
 --clippy) shift
 	OUT=$REPO_ROOT/target/clippy-kmod
 	EXTRA=(CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver);;
