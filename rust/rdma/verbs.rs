@@ -9,8 +9,10 @@
 
 use crate::{
     ah, bindings, counter, cq,
-    device::{Device, Driver},
-    mmap, mr, qp, srq, stats,
+    device::{Device, Driver, PortAttributes},
+    mmap, mr,
+    netdev::NetDevice,
+    qp, srq, stats,
 };
 use core::{marker::PhantomData, ptr};
 use kernel::{
@@ -85,6 +87,25 @@ pub(crate) fn ops<T: Driver>(module: &'static ThisModule) -> bindings::ib_device
 struct Adapter<T: Driver>(PhantomData<T>);
 
 impl<T: Driver> Adapter<T> {
+    /// The netdev and attributes of port `port` of `ib` (port 1 is the only one).
+    ///
+    /// # Safety
+    ///
+    /// `ib` is a live device of this driver.
+    unsafe fn port(
+        ib: *mut bindings::ib_device,
+        port: u32,
+    ) -> Result<(ARef<NetDevice>, PortAttributes)> {
+        if port != 1 {
+            return Err(EINVAL);
+        }
+        // SAFETY: `ib` is a live device of this driver (the caller's contract).
+        let dev = unsafe { Device::<T>::from_raw(ib) };
+        let netdev = dev.netdev().ok_or(ENODEV)?;
+        let attributes = T::port_attributes(dev, &netdev);
+        Ok((netdev, attributes))
+    }
+
     unsafe extern "C" fn query_device(
         ib: *mut bindings::ib_device,
         attr: *mut bindings::ib_device_attr,
@@ -150,13 +171,8 @@ impl<T: Driver> Adapter<T> {
         attr: *mut bindings::ib_port_attr,
     ) -> kernel::ffi::c_int {
         from_result(|| {
-            if port != 1 {
-                return Err(EINVAL);
-            }
-            // SAFETY: Live device of this driver.
-            let dev = unsafe { Device::<T>::from_raw(ib) };
-            let netdev = dev.netdev().ok_or(ENODEV)?;
-            let p = T::port_attributes(dev, &netdev);
+            // SAFETY: The RDMA core only calls us on live devices of this driver.
+            let (netdev, p) = unsafe { Self::port(ib, port) }?;
             // SAFETY: `attr` is valid for writes (the core zeroes it beforehand).
             let attr = unsafe { &mut *attr };
             attr.max_mtu = p.max_mtu as u32;
@@ -192,13 +208,8 @@ impl<T: Driver> Adapter<T> {
         immutable: *mut bindings::ib_port_immutable,
     ) -> kernel::ffi::c_int {
         from_result(|| {
-            if port != 1 {
-                return Err(EINVAL);
-            }
-            // SAFETY: Live device of this driver.
-            let dev = unsafe { Device::<T>::from_raw(ib) };
-            let netdev = dev.netdev().ok_or(ENODEV)?;
-            let p = T::port_attributes(dev, &netdev);
+            // SAFETY: The RDMA core only calls us on live devices of this driver.
+            let (_, p) = unsafe { Self::port(ib, port) }?;
             // SAFETY: `immutable` is valid for writes.
             let immutable = unsafe { &mut *immutable };
             immutable.core_cap_flags = bindings::RDMA_CORE_PORT_IBA_ROCE_UDP_ENCAP;
