@@ -6,6 +6,8 @@
 #   make dkms       register the sources with DKMS (rebuilt for every new kernel)
 #   make demo       the main job: build, boot the VM, create devices, show them
 #   make check      everything: core tests, module build, VM selftests
+#   make check-sanitize  the VM selftests on the sanitizer kernel (KASAN, UBSAN, KFENCE;
+#                   built once; longer than CI's budget, so not part of make check)
 #   make fmt        format every Rust file as the kernel does (rustfmt.toml)
 #   make sim        the deterministic simulator's results table
 #   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
@@ -26,7 +28,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check test-core test-vm sim bench bench-fabric vm clean install dkms fmt
+.PHONY: all modules setup kernel demo check check-sanitize test-core test-vm sim bench bench-fabric vm clean install dkms fmt
 all: modules
 
 setup:
@@ -59,6 +61,9 @@ test-vm: modules
 
 check: setup
 	@scripts/check.sh
+
+check-sanitize: setup
+	@selftests/run.sh --sanitize
 
 fmt: setup
 	@scripts/check-format.sh --fix

@@ -9,18 +9,23 @@
 # it was built from, and a changed package rebuilds it in place. A warm run only prints
 # the tree's path.
 #
-#   scripts/build-kernel.sh [--bench]          build if missing, print KDIR
-#   scripts/build-kernel.sh [--bench] --kdir   print KDIR without building (may not exist yet)
+#   scripts/build-kernel.sh [FLAVOUR]          build if missing, print KDIR
+#   scripts/build-kernel.sh [FLAVOUR] --kdir   print KDIR without building (may not exist yet)
 #
 # --bench: the benchmark kernel (tools/bench, tools/ab), the same kernel without the
 # lock and memory debugging that scripts/kernel/bench.config names. Lockdep makes
 # every lock taken cost many times what it costs in a production kernel; the
 # selftests keep it to catch bugs, measurements leave it out.
+# --sanitize: the sanitizer kernel (selftests/run.sh --sanitize), the test kernel plus
+# KASAN, UBSAN, KFENCE and the rest of scripts/kernel/sanitize.config.
 set -euo pipefail
 . "$(dirname "$0")/lib.sh"
 
 FLAVOUR=test
-if [ "${1:-}" = --bench ]; then FLAVOUR=bench; shift; fi
+case ${1:-} in
+--bench) FLAVOUR=bench; shift;;
+--sanitize) FLAVOUR=sanitize; shift;;
+esac
 TRIM=$REPO_ROOT/scripts/kernel/trim.config
 # The fragment: selftests/config, for the bench kernel without the options it names.
 FRAGMENT=$(mktemp)
@@ -30,6 +35,8 @@ if [ $FLAVOUR = bench ]; then
 	grep -Ev "^CONFIG_($drop)=" "$REPO_ROOT/selftests/config" > "$FRAGMENT"
 	# Its own release string: a module built for the other kernel does not load.
 	echo 'CONFIG_LOCALVERSION="-bench"' >> "$FRAGMENT"
+elif [ $FLAVOUR = sanitize ]; then
+	cat "$REPO_ROOT/selftests/config" "$REPO_ROOT/scripts/kernel/sanitize.config" > "$FRAGMENT"
 else
 	cp "$REPO_ROOT/selftests/config" "$FRAGMENT"
 fi
@@ -43,16 +50,23 @@ kernel_key() {
 	{ echo "linux-source-$KERNEL_SERIES recipe $RECIPE"; cat "$FRAGMENT" "$TRIM"; } |
 		sha256sum | cut -c1-16
 }
-if [ $FLAVOUR = bench ]; then
-	KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-bench-$(kernel_key)
-else
+if [ $FLAVOUR = test ]; then
 	KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$(kernel_key)
+else
+	KDIR=$METAROCE_CACHE/kernel/$KERNEL_SERIES-$FLAVOUR-$(kernel_key)
 fi
 if [ "${1:-}" = --kdir ]; then echo "$KDIR"; exit 0; fi
 
 "$REPO_ROOT/scripts/setup-host.sh"
 ver=$(src_version)
 [ "$ver" != none ] || die "linux-source-$KERNEL_SERIES is not installed after setup"
+# One build per tree: a second caller (another checkout, CI) waits for the first.
+mkdir -p "$METAROCE_CACHE/kernel"
+exec 8>"$KDIR.lock"
+if ! flock -n 8; then
+	log "another build of $KDIR is running: waiting for it"
+	flock 8
+fi
 if [ -f "$KDIR/.metaroce-complete" ]; then
 	built=$(cat "$KDIR/.metaroce-source" 2>/dev/null || echo unknown)
 	if [ "$built" = "$ver" ]; then echo "$KDIR"; exit 0; fi

@@ -8,6 +8,8 @@
 #                                      sources: one tree cannot hold objects for two
 #                                      kernels; per checkout, so two worktrees never
 #                                      load each other's module)
+#   scripts/build-module.sh --sanitize for the sanitizer kernel, likewise in
+#                                      target/sanitize-kmod/<kernel>/
 #   scripts/build-module.sh --clippy   for the test kernel, with the kernel's clippy
 #                                      (CLIPPY=1: Debian's clippy-driver of the same
 #                                      release as /usr/bin/rustc), in target/clippy-kmod/
@@ -18,8 +20,8 @@ set -euo pipefail
 
 FLAVOUR=() EXTRA=()
 case ${1:-} in
---bench) FLAVOUR=(--bench); shift
-	OUT=$REPO_ROOT/target/bench-kmod/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" --bench --kdir)");;
+--bench|--sanitize) FLAVOUR=("$1"); shift
+	OUT=$REPO_ROOT/target/${FLAVOUR#--}-kmod/$(basename "$("$REPO_ROOT/scripts/build-kernel.sh" "${FLAVOUR[@]}" --kdir)");;
 --clippy) shift
 	OUT=$REPO_ROOT/target/clippy-kmod
 	EXTRA=(CLIPPY=1 CLIPPY_DRIVER=/usr/bin/clippy-driver);;

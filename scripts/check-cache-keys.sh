@@ -27,6 +27,8 @@ lookups=(
 	"scripts/build-kernel.sh --kdir"
 	"scripts/build-kernel.sh --bench --kdir"
 	"scripts/build-module.sh --bench --ko"
+	"scripts/build-kernel.sh --sanitize --kdir"
+	"scripts/build-module.sh --sanitize --ko"
 )
 fail=0
 for cmd in "${lookups[@]}"; do

@@ -22,12 +22,12 @@ export LIBCLANG_PATH=/usr/lib/llvm${LLVM_SUFFIX}/lib
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 die() { printf 'error: %s\n' "$*" >&2; exit 1; }
 
-# The scripts' flag for the kernel named NAME, `bench` or `test` (tools/bench, tools/ab):
-# --bench or nothing.
+# The scripts' flag for the kernel named NAME, `bench`, `sanitize` or `test` (tools/bench,
+# tools/ab): --bench, --sanitize or nothing.
 kernel_flag() {
 	case $1 in
-	bench) echo --bench;;
+	bench|sanitize) echo "--$1";;
 	test) ;;
-	*) die "no kernel '$1': bench or test";;
+	*) die "no kernel '$1': bench, sanitize or test";;
 	esac
 }

@@ -3,9 +3,20 @@
 #
 # Host side of the selftests: boots the test VM once (with kmemleak), runs
 # selftests/run_tests.sh in it, and fails on any failed test or kernel splat.
-#   selftests/run.sh [TEST_PROG...]
+#   selftests/run.sh [--sanitize] [TEST_PROG...]
+# --sanitize: on the sanitizer kernel (KASAN, UBSAN, KFENCE on top of the test kernel's
+# lockdep and kmemleak; scripts/build-kernel.sh --sanitize), with the module built for
+# it. Both are built on first use; `make check-sanitize` runs the whole suite this way.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
-[ -f metaroce.ko ] || { echo "selftests: build the module first (make)" >&2; exit 1; }
+flavour=() mem=2G
+if [ "${1:-}" = --sanitize ]; then
+	shift
+	flavour=(--sanitize) mem=3G
+	scripts/build-module.sh --sanitize >/dev/null || { echo "selftests: building the sanitizer kernel or module failed" >&2; exit 1; }
+else
+	[ -f metaroce.ko ] || { echo "selftests: build the module first (make)" >&2; exit 1; }
+fi
 # The whole run takes 1,400 to 2,200 s on these machines (2 cores, TCG); CI allows 90 min.
-tools/vm-run --kmemleak -t "${SELFTESTS_TIMEOUT:-4200}" "selftests/run_tests.sh $*"
+# KASAN and its shadow memory make the sanitizer kernel's run slower still.
+tools/vm-run "${flavour[@]}" -m $mem --kmemleak -t "${SELFTESTS_TIMEOUT:-4200}" "selftests/run_tests.sh $*"
