@@ -12,6 +12,7 @@
 //! See `Documentation/metaroce/userspace.rst`.
 
 mod endpoint;
+pub mod exchange;
 mod lossy;
 mod memory;
 mod requester;

@@ -7,22 +7,25 @@
 //! metaroce-user check  --peer IP [options]        # every verb, data checked
 //! metaroce-user bw     --peer IP [options]        # WRITE bandwidth
 //! metaroce-user lat    --peer IP [options]        # READ round trips
+//! metaroce-user pingpong [--connect IP[:PORT]]     # ibv_rc_pingpong's peer
 //! ```
 //!
 //! The two sides agree out of band, on the command line, on QPNs, PSNs and the
 //! server's rkey, address and size (the defaults match). See
 //! Documentation/metaroce/userspace.rst.
 
-use std::net::{IpAddr, SocketAddr, UdpSocket};
+use std::net::{IpAddr, SocketAddr, TcpListener, UdpSocket};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use metaroce_proto::constants::UDP_PORT;
+use metaroce_user::exchange::{self, Destination, ANY_IP};
 use metaroce_user::{
     serve, Endpoint, EndpointConfig, Impairment, LossySocket, RegionSpec, Requester,
 };
 
 const USAGE: &str = "usage: metaroce-user server|check|bw|lat --peer IP[:PORT] [--bind IP[:PORT]]
+       metaroce-user pingpong [--connect IP[:TCPPORT]] [--tcp-port N] [--bind IP[:PORT]]
   [--qpn N] [--peer-qpn N] [--psn N] [--peer-psn N] [--conn-id N]
   [--rkey N] [--va N] [--region BYTES] [--size BYTES] [--iters N] [--depth N]
   [--paths N] [--mtu BYTES] [--time SECS] [--loss PPM] [--reorder PPM]
@@ -40,6 +43,10 @@ struct Args {
     depth: usize,
     time: u64,
     impairment: Impairment,
+    /// `pingpong`: the ibv_rc_pingpong server to connect to (else: listen).
+    connect: Option<SocketAddr>,
+    /// `pingpong`: the TCP port of the exchange.
+    tcp_port: u16,
 }
 
 fn number(s: &str) -> Result<u64, String> {
@@ -61,7 +68,10 @@ fn address(s: &str) -> Result<SocketAddr, String> {
 
 fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     let mode = argv.next().ok_or("no mode")?;
-    if !matches!(mode.as_str(), "server" | "check" | "bw" | "lat") {
+    if !matches!(
+        mode.as_str(),
+        "server" | "check" | "bw" | "lat" | "pingpong"
+    ) {
         return Err(format!("unknown mode {mode}"));
     }
     let mut a = Args {
@@ -82,6 +92,8 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         depth: 16,
         time: 3600,
         impairment: Impairment::default(),
+        connect: None,
+        tcp_port: 18515,
     };
     let mut peer = None;
     while let Some(flag) = argv.next() {
@@ -98,6 +110,8 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
         };
         match flag.as_str() {
             "--peer" => peer = Some(address(&v)?),
+            "--connect" => a.connect = Some(address(&v)?),
+            "--tcp-port" => a.tcp_port = small(u16::MAX.into())? as u16,
             "--bind" => a.bind = address(&v)?,
             "--qpn" => a.ep.local_qpn = small(0xff_ffff)? as u32,
             "--peer-qpn" => a.ep.remote_qpn = small(0xff_ffff)? as u32,
@@ -118,7 +132,12 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
             _ => return Err(format!("unknown option {flag}")),
         }
     }
-    a.peer = peer.ok_or("--peer is required")?;
+    if a.mode == "pingpong" {
+        a.size = a.size.min(4096);
+        a.iters = a.iters.min(1000);
+    } else {
+        a.peer = peer.ok_or("--peer is required")?;
+    }
     if a.ep.conn_id == 0 {
         a.ep.conn_id = std::process::id() | 1;
     }
@@ -129,7 +148,64 @@ fn parse(mut argv: impl Iterator<Item = String>) -> Result<Args, String> {
     Ok(a)
 }
 
+/// Speaks ibv_rc_pingpong's TCP exchange, then echoes (as its server) or
+/// sends `iters` SENDs of `size` bytes and checks each echo (as its client).
+fn pingpong(mut a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    let local = Destination {
+        qpn: a.ep.local_qpn,
+        psn: a.ep.sq_psn,
+        ip: if a.bind.ip().is_unspecified() {
+            ANY_IP
+        } else {
+            a.bind.ip()
+        },
+    };
+    let peer = match a.connect {
+        Some(mut server) => {
+            if server.port() == UDP_PORT {
+                server.set_port(a.tcp_port);
+            }
+            exchange::connect(server, local)?
+        }
+        None => {
+            let l = TcpListener::bind(SocketAddr::new(a.bind.ip(), a.tcp_port))?;
+            exchange::accept(&l, local)?
+        }
+    };
+    println!(
+        "pingpong: peer QPN {:#x} PSN {:#x} at {}",
+        peer.qpn, peer.psn, peer.ip
+    );
+    a.peer = SocketAddr::new(peer.ip, UDP_PORT);
+    a.ep.remote_qpn = peer.qpn;
+    a.ep.rq_psn = peer.psn;
+    let sock = LossySocket::new(UdpSocket::bind(a.bind)?, a.impairment);
+    let mut ep = Endpoint::new(sock, a.peer, a.ep).map_err(|e| format!("open QP: {e:?}"))?;
+    if a.connect.is_none() {
+        let end = Instant::now() + Duration::from_secs(a.time);
+        let echoed = serve(&mut ep, a.region, || Instant::now() < end)?;
+        println!("pingpong: echoed {echoed} SENDs");
+        return Ok(());
+    }
+    let start = Instant::now();
+    let mut r = Requester::new(&mut ep, a.region);
+    for i in 0..a.iters {
+        r.check_send_recv(a.size, i)?;
+    }
+    let secs = start.elapsed().as_secs_f64();
+    println!(
+        "pingpong: {} round trips of {} bytes checked in {secs:.3} s: {:.1} us per iteration",
+        a.iters,
+        a.size,
+        secs * 1e6 / a.iters.max(1) as f64
+    );
+    Ok(())
+}
+
 fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
+    if a.mode == "pingpong" {
+        return pingpong(a);
+    }
     let mut sock = LossySocket::new(UdpSocket::bind(a.bind)?, a.impairment);
     if a.mode == "server" {
         // One connection per client run: a CLOSE ends it, a new one opens.
