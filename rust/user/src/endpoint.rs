@@ -218,9 +218,8 @@ impl<T: Transport> Endpoint<T> {
                 }
                 continue;
             }
-            // All paths leave from this one socket: the peer tells paths apart by
-            // the path id in the header, and only ECMP entropy is lost.
-            self.transport.send_to(&self.packet, self.peer)?;
+            self.transport
+                .send_from(t.src_port, &self.packet, self.peer)?;
         }
     }
 

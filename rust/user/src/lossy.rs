@@ -25,7 +25,7 @@ pub struct LossySocket<T> {
     inner: T,
     impairment: Impairment,
     rng: u64,
-    held: Option<(Vec<u8>, SocketAddr)>,
+    held: Option<(Option<u16>, Vec<u8>, SocketAddr)>,
     /// Datagrams dropped so far.
     pub dropped: u64,
     /// Datagrams reordered so far.
@@ -53,9 +53,36 @@ impl<T: Transport> LossySocket<T> {
         (self.rng % 1_000_000) as u32
     }
 
+    fn forward(
+        &mut self,
+        src_port: Option<u16>,
+        datagram: &[u8],
+        to: SocketAddr,
+    ) -> io::Result<()> {
+        match src_port {
+            Some(p) => self.inner.send_from(p, datagram, to),
+            None => self.inner.send_to(datagram, to),
+        }
+    }
+
+    /// Drops, holds back or sends one datagram.
+    fn impair(&mut self, src_port: Option<u16>, datagram: &[u8], to: SocketAddr) -> io::Result<()> {
+        if self.draw_ppm() < self.impairment.drop_ppm {
+            self.dropped += 1;
+            return Ok(());
+        }
+        if self.held.is_none() && self.draw_ppm() < self.impairment.reorder_ppm {
+            self.reordered += 1;
+            self.held = Some((src_port, datagram.to_vec(), to));
+            return Ok(());
+        }
+        self.forward(src_port, datagram, to)?;
+        self.flush_held()
+    }
+
     fn flush_held(&mut self) -> io::Result<()> {
         match self.held.take() {
-            Some((d, to)) => self.inner.send_to(&d, to),
+            Some((port, d, to)) => self.forward(port, &d, to),
             None => Ok(()),
         }
     }
@@ -63,17 +90,11 @@ impl<T: Transport> LossySocket<T> {
 
 impl<T: Transport> Transport for LossySocket<T> {
     fn send_to(&mut self, datagram: &[u8], to: SocketAddr) -> io::Result<()> {
-        if self.draw_ppm() < self.impairment.drop_ppm {
-            self.dropped += 1;
-            return Ok(());
-        }
-        if self.held.is_none() && self.draw_ppm() < self.impairment.reorder_ppm {
-            self.reordered += 1;
-            self.held = Some((datagram.to_vec(), to));
-            return Ok(());
-        }
-        self.inner.send_to(datagram, to)?;
-        self.flush_held()
+        self.impair(None, datagram, to)
+    }
+
+    fn send_from(&mut self, src_port: u16, datagram: &[u8], to: SocketAddr) -> io::Result<()> {
+        self.impair(Some(src_port), datagram, to)
     }
 
     fn recv_from(

@@ -11,6 +11,13 @@ pub trait Transport {
     /// Sends one datagram to `to`.
     fn send_to(&mut self, datagram: &[u8], to: SocketAddr) -> io::Result<()>;
 
+    /// Sends one datagram to `to` from UDP source port `src_port` (a path's
+    /// port); the default sends from the socket's own port.
+    fn send_from(&mut self, src_port: u16, datagram: &[u8], to: SocketAddr) -> io::Result<()> {
+        let _ = src_port;
+        self.send_to(datagram, to)
+    }
+
     /// Receives one datagram, waiting at most `timeout`; `Ok(None)` when none came.
     fn recv_from(
         &mut self,

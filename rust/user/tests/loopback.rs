@@ -10,7 +10,7 @@ use std::thread;
 use std::time::Duration;
 
 use metaroce_user::{
-    serve, Endpoint, EndpointConfig, Impairment, LossySocket, RegionSpec, Requester,
+    serve, Endpoint, EndpointConfig, Impairment, LossySocket, PathPorts, RegionSpec, Requester,
 };
 
 const REGION: RegionSpec = RegionSpec {
@@ -34,7 +34,7 @@ fn config(local_qpn: u32, remote_qpn: u32, conn_id: u32, psns: (u32, u32)) -> En
 /// Runs a server and `client` against it, each side's sends impaired as `impairment` says.
 fn pair<F>(impairment: Impairment, client: F)
 where
-    F: FnOnce(&mut Requester<'_, LossySocket<UdpSocket>>) + Send + 'static,
+    F: FnOnce(&mut Requester<'_, LossySocket<PathPorts>>) + Send + 'static,
 {
     let s_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
     let c_sock = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -46,11 +46,11 @@ where
     let done = Arc::new(AtomicBool::new(false));
     let stop = done.clone();
     let server = thread::spawn(move || {
-        let sock = LossySocket::new(s_sock, server_imp);
+        let sock = LossySocket::new(PathPorts::new(s_sock), server_imp);
         let mut ep = Endpoint::new(sock, c_addr, config(0x22, 0x11, 2, (500, 7000))).unwrap();
         serve(&mut ep, REGION, || !stop.load(Ordering::Relaxed)).unwrap()
     });
-    let sock = LossySocket::new(c_sock, impairment);
+    let sock = LossySocket::new(PathPorts::new(c_sock), impairment);
     let mut ep = Endpoint::new(sock, s_addr, config(0x11, 0x22, 1, (7000, 500))).unwrap();
     {
         let mut r = Requester::new(&mut ep, REGION);
@@ -73,7 +73,7 @@ where
     }
 }
 
-fn every_verb(r: &mut Requester<'_, LossySocket<UdpSocket>>) {
+fn every_verb(r: &mut Requester<'_, LossySocket<PathPorts>>) {
     for (i, len) in [1u32, 8, 1000, 1024, 1025, 4096, 60_000]
         .into_iter()
         .enumerate()

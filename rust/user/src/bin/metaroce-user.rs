@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use metaroce_proto::constants::UDP_PORT;
 use metaroce_user::exchange::{self, Destination, ANY_IP};
 use metaroce_user::{
-    serve, Endpoint, EndpointConfig, Impairment, LossySocket, RegionSpec, Requester,
+    serve, Endpoint, EndpointConfig, Impairment, LossySocket, PathPorts, RegionSpec, Requester,
 };
 
 const USAGE: &str = "usage: metaroce-user server|check|bw|lat --peer IP[:PORT] [--bind IP[:PORT]]
@@ -179,7 +179,7 @@ fn pingpong(mut a: Args) -> Result<(), Box<dyn std::error::Error>> {
     a.peer = SocketAddr::new(peer.ip, UDP_PORT);
     a.ep.remote_qpn = peer.qpn;
     a.ep.rq_psn = peer.psn;
-    let sock = LossySocket::new(UdpSocket::bind(a.bind)?, a.impairment);
+    let sock = LossySocket::new(PathPorts::new(UdpSocket::bind(a.bind)?), a.impairment);
     let mut ep = Endpoint::new(sock, a.peer, a.ep).map_err(|e| format!("open QP: {e:?}"))?;
     if a.connect.is_none() {
         let end = Instant::now() + Duration::from_secs(a.time);
@@ -206,7 +206,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.mode == "pingpong" {
         return pingpong(a);
     }
-    let mut sock = LossySocket::new(UdpSocket::bind(a.bind)?, a.impairment);
+    let mut sock = LossySocket::new(PathPorts::new(UdpSocket::bind(a.bind)?), a.impairment);
     if a.mode == "server" {
         // One connection per client run: a CLOSE ends it, a new one opens.
         let end = Instant::now() + Duration::from_secs(a.time);
