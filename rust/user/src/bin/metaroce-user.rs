@@ -24,6 +24,14 @@ use metaroce_user::{
     serve, Endpoint, EndpointConfig, Impairment, LossySocket, PathPorts, RegionSpec, Requester,
 };
 
+/// Prints a line; a closed stdout (`| head`) is no error.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 const USAGE: &str = "usage: metaroce-user server|check|bw|lat --peer IP[:PORT] [--bind IP[:PORT]]
        metaroce-user pingpong [--connect IP[:TCPPORT]] [--tcp-port N] [--bind IP[:PORT]]
   [--qpn N] [--peer-qpn N] [--psn N] [--peer-psn N] [--conn-id N]
@@ -172,9 +180,11 @@ fn pingpong(mut a: Args) -> Result<(), Box<dyn std::error::Error>> {
             exchange::accept(&l, local)?
         }
     };
-    println!(
+    out!(
         "pingpong: peer QPN {:#x} PSN {:#x} at {}",
-        peer.qpn, peer.psn, peer.ip
+        peer.qpn,
+        peer.psn,
+        peer.ip
     );
     a.peer = SocketAddr::new(peer.ip, UDP_PORT);
     a.ep.remote_qpn = peer.qpn;
@@ -184,7 +194,7 @@ fn pingpong(mut a: Args) -> Result<(), Box<dyn std::error::Error>> {
     if a.connect.is_none() {
         let end = Instant::now() + Duration::from_secs(a.time);
         let echoed = serve(&mut ep, a.region, || Instant::now() < end)?;
-        println!("pingpong: echoed {echoed} SENDs");
+        out!("pingpong: echoed {echoed} SENDs");
         return Ok(());
     }
     let start = Instant::now();
@@ -193,7 +203,7 @@ fn pingpong(mut a: Args) -> Result<(), Box<dyn std::error::Error>> {
         r.check_send_recv(a.size, i)?;
     }
     let secs = start.elapsed().as_secs_f64();
-    println!(
+    out!(
         "pingpong: {} round trips of {} bytes checked in {secs:.3} s: {:.1} us per iteration",
         a.iters,
         a.size,
@@ -215,7 +225,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
                 Endpoint::new(sock, a.peer, a.ep).map_err(|e| format!("open QP: {e:?}"))?;
             let echoed = serve(&mut ep, a.region, || Instant::now() < end)?;
             let s = ep.stats();
-            println!(
+            out!(
                 "server: connection done, {echoed} SENDs echoed, {} packets in, {} data out, {} retransmits",
                 s.rx_packets, s.tx_data, s.tx_retransmits
             );
@@ -233,16 +243,16 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
             {
                 let len = len.min(a.region.size - 8).max(1);
                 r.check_write_read(len, i as u64 + 1)?;
-                println!("ok WRITE+READ {len} bytes");
+                out!("ok WRITE+READ {len} bytes");
                 r.check_send_recv(len, i as u64 + 100)?;
-                println!("ok SEND/RECV {len} bytes");
+                out!("ok SEND/RECV {len} bytes");
             }
             r.check_atomics()?;
-            println!("ok FETCH_ADD + CMP_SWAP");
+            out!("ok FETCH_ADD + CMP_SWAP");
         }
         "bw" => {
             let bps = r.write_bandwidth(a.size, a.iters, a.depth)?;
-            println!(
+            out!(
                 "WRITE {} x {} bytes, depth {}: {:.1} MB/s",
                 a.iters,
                 a.size,
@@ -253,7 +263,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         _ => {
             let rtts = r.read_latency(a.size, a.iters.max(1))?;
             let at = |q: f64| rtts[((rtts.len() - 1) as f64 * q) as usize].as_secs_f64() * 1e6;
-            println!(
+            out!(
                 "READ {} bytes x {}: round trip min {:.1} us, median {:.1} us, p99 {:.1} us",
                 a.size,
                 rtts.len(),
@@ -269,7 +279,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let s = *ep.stats();
     ep.close()?;
-    println!(
+    out!(
         "transport: {} data packets, {} retransmits, {} timeouts; socket dropped {} reordered {}",
         s.tx_data,
         s.tx_retransmits,
