@@ -1,0 +1,133 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Faults under traffic (issue 35): while ib_write_bw streams from mroce1 ($NSB) to
+# mroce0 ($NSA), and while ibv_rc_pingpong -c checks the content of every message, the
+# server's device is deleted, the netdev is deleted, the module is removed, the client
+# is killed with SIGKILL, or the client's namespace is deleted under its device. Each
+# round checks that both programs end on their own (no hang: the surviving side gets
+# completion errors or its TCP peer's close), that nothing is left (devices, QPs,
+# connections), that a fresh ping-pong with content checks works afterwards, and that
+# the kernel log shows no splat.
+#
+#   FAULT_ROUNDS=N rounds of each fault (default 2: one under each program).
+
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/perftest.sh"
+
+: "${FAULT_ROUNDS:=2}"
+MROCE_TYPE=metaroce IPA=198.18.0.1 IPB=198.18.0.2 TO=60 PORT=19500
+LOG=$(mktemp -d)
+trap perftest_cleanup EXIT
+
+# start_traffic TOOL ARGS...: TOOL's server on mroce0 in $NSA and its client on mroce1
+# in $NSB, in the background (SRV and CLI are their PIDs), once data flows.
+start_traffic() {
+	local tool=$1; shift
+	local gflag=-x
+	case $tool in ibv_*_pingpong) gflag=-g ;; esac
+	next_port
+	ip netns exec "$NSA" timeout $TO "$tool" -d mroce0 $gflag "$GA" -p $PORT "$@" \
+		> "$LOG/srv" 2>&1 &
+	SRV=$!
+	busywait 30000 listening "$NSA" $PORT || { fail "$tool server did not listen"; return 1; }
+	ip netns exec "$NSB" timeout $TO "$tool" -d mroce1 $gflag "$GB" -p $PORT "$@" $IPA \
+		> "$LOG/cli" 2>&1 &
+	CLI=$!
+	# Data flows once the client's device has sent some.
+	local before
+	before=$(ip netns exec "$NSB" rdma statistic show link mroce1/1 | tr -s ' ' '\n' | grep -A1 -x tx_data | tail -1)
+	busywait 30000 sh -c "[ \$(ip netns exec $NSB rdma statistic show link mroce1/1 | tr -s ' ' '\n' | grep -A1 -x tx_data | tail -1) -gt $((before + 50)) ]" ||
+		{ fail "$tool moved no data"; sed 's/^/#   cli: /' "$LOG/cli" | tail -5; return 1; }
+}
+
+# ended PID...: every PID exits within 60 s (a program that hangs is killed and fails
+# the test; `timeout` in start_traffic gives up after $TO s, which is too late).
+ended() {
+	local pid
+	for pid in "$@"; do
+		if ! busywait 60000 sh -c "! kill -0 $pid 2>/dev/null"; then
+			sed 's/^/#   srv: /' "$LOG/srv" | tail -5
+			sed 's/^/#   cli: /' "$LOG/cli" | tail -5
+			kill -9 "$pid" 2>/dev/null
+			fail "process $pid still runs 60 s after the fault"
+			return 1
+		fi
+		wait "$pid" 2>/dev/null
+	done
+	return 0
+}
+
+# healthy: a fresh pair of devices (re-created when the fault removed them) has no QP
+# or connection left, and a content-checked ping-pong works.
+healthy() {
+	if ! rdma_dev_exists mroce0 || ! rdma_dev_exists mroce1; then
+		cleanup_devices_and_ns
+		perftest_setup || { fail "re-creating the devices failed"; return 1; }
+	fi
+	busywait 20000 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c 'type RC') -eq 0 ]" ||
+		{ fail "RC QPs left: $(rdma resource show qp | grep 'type RC')"; return 1; }
+	busywait 20000 sh -c "[ \$(ip netns exec $NSA rdma statistic show link mroce0/1 | tr -s ' ' '\n' | grep -A1 -x conns_open | tail -1) -eq 0 ]" ||
+		{ fail "mroce0 still has a connection"; return 1; }
+	pair ibv_rc_pingpong -s 4096 -n 50 -c >/dev/null || { fail "ping-pong after the fault"; return 1; }
+}
+
+# fault_rounds NAME: FAULT_ROUNDS rounds of fault_NAME under ib_write_bw (odd rounds) and
+# under ibv_rc_pingpong -c with 64 KiB messages (even rounds).
+fault_rounds() {
+	local name=$1 round t0 t1 times=()
+	cleanup_devices_and_ns
+	perftest_setup || { fail "setup failed"; return; }
+	for round in $(seq "$FAULT_ROUNDS"); do
+		if [ $((round % 2)) = 1 ]; then
+			start_traffic ib_write_bw -s 65536 -D 20 || return
+		else
+			start_traffic ibv_rc_pingpong -s 65536 -n 100000 -c || return
+		fi
+		t0=$(date +%s%1N)
+		"fault_$name" || { fail "round $round: the fault itself failed"; return; }
+		ended $SRV $CLI || { fail "round $round"; return; }
+		t1=$(date +%s%1N)
+		healthy || { fail "round $round"; return; }
+		times+=("$(((t1 - t0) / 10)).$(((t1 - t0) % 10))")
+	done
+	ktap_print_msg "$FAULT_ROUNDS rounds; seconds from the fault until both programs ended: ${times[*]}"
+	cleanup_devices_and_ns
+	return $KSFT_PASS
+}
+
+fault_link_del() { rdma link del mroce0; }
+
+fault_netdev_del() { ip -n "$NSA" link del vethA; }
+
+fault_rmmod() {
+	timeout 60 rmmod metaroce || return 1
+	load_metaroce
+}
+
+# kill_client: SIGKILL to the client program itself (CLI is the `timeout` around it).
+kill_client() {
+	pkill -KILL -P "$CLI"
+	kill -KILL "$CLI" 2>/dev/null
+	return 0
+}
+
+fault_kill() { kill_client; }
+
+# The namespace of the client loses its name at once; it goes (and with it vethB, its
+# peer vethA and both devices) when its last process, the client, is killed.
+fault_netns_del() {
+	ip netns del "$NSB" || return 1
+	kill_client
+	busywait 20000 rdma_dev_gone mroce1 || { ktap_print_msg "mroce1 survived its namespace"; return 1; }
+	busywait 20000 rdma_dev_gone mroce0
+}
+
+ktap_print_header
+ktap_set_plan 5
+ktap_test "rdma link del of the server's device under traffic, $FAULT_ROUNDS times" fault_rounds link_del
+ktap_test "deleting the netdev under traffic, $FAULT_ROUNDS times" fault_rounds netdev_del
+ktap_test "rmmod metaroce under traffic, $FAULT_ROUNDS times" fault_rounds rmmod
+ktap_test "kill -9 of the client under traffic, $FAULT_ROUNDS times" fault_rounds kill
+ktap_test "the client's namespace deleted under its device and traffic, $FAULT_ROUNDS times" fault_rounds netns_del
+ktap_finished
