@@ -9,6 +9,10 @@
 # with dst_conn 0 after setup (including a CLOSE), malformed headers, and our id with
 # another src_conn than the peer's (or dst_conn 0 without OPEN). The
 # ping-pong must complete, the drops must be counted, and the kernel log stay clean.
+# Then the hostile local user (issue 35): garbage written into the mapped rings of
+# its own QPs, SRQ and CQs while it posts (hostile_rings.py).
+#
+#   RING_SEEDS=N rounds of hostile_rings.py (default 3), RING_SECONDS=S each (default 15).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -71,8 +75,35 @@ test_late_open() { attack late_open 20 && counted rx_late_open; }
 test_malformed() { attack malformed 5 && counted rx_dropped; }
 test_wrong_src() { attack wrong_src 10 && counted rx_wrong_src; }
 
+: "${RING_SEEDS:=3}" "${RING_SECONDS:=15}"
+
+no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0 ]; }
+no_conns() { [ "$(counter mroce0 conns_open)" -eq 0 ] && [ "$(counter mroce1 conns_open)" -eq 0 ]; }
+
+# The process may die of its own provider reading the garbage (SIGSEGV, SIGBUS); it
+# must not hang, and the kernel must release everything it held.
+test_hostile_rings() {
+	local seed rc out
+	for seed in $(seq "$RING_SEEDS"); do
+		out=$(ip netns exec "$NSA" timeout -k 5 $((RING_SECONDS + 60)) /usr/bin/python3 \
+			"$(dirname "$0")/hostile_rings.py" mroce0 mroce1 "$RING_SECONDS" 3 "$seed" 2>&1)
+		rc=$?
+		echo "$out" | tail -3 | sed "s/^/#   seed $seed: /"
+		case $rc in
+		0|135|139) ktap_print_msg "seed $seed: exit $rc";;
+		*) fail "seed $seed: hostile_rings.py exit $rc"; return;;
+		esac
+		busywait 20000 no_rc_qps ||
+			{ fail "seed $seed: RC QPs left: $(rdma resource show qp | grep 'type RC')"; return; }
+		busywait 20000 no_conns ||
+			{ fail "seed $seed: a connection outlived its QPs"; return; }
+	done
+	pair ibv_rc_pingpong -s 4096 -n 100 -c >/dev/null || { fail "ping-pong after the garbage"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 5
+ktap_set_plan 6
 load_metaroce || exit $KSFT_FAIL
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 perftest_setup || { ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
@@ -81,4 +112,5 @@ ktap_test "forged PATH_FLOORs anywhere in the sequence space are dropped" test_f
 ktap_test "OPEN with dst_conn 0 after setup (and a CLOSE in it) is refused" test_late_open
 ktap_test "truncated, bad-version, bad-type and absurd-count datagrams are dropped" test_malformed
 ktap_test "our id with another src_conn, or dst_conn 0 without OPEN, is refused before queueing" test_wrong_src
+ktap_test "garbage in a process's own mapped SQ, RQ, SRQ and CQ rings while it posts: refused, released" test_hostile_rings
 ktap_finished
