@@ -23,6 +23,11 @@ module_param(gso, bool, 0644);
 MODULE_PARM_DESC(gso,
 		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (default N: one buffer per datagram)");
 
+static bool gro;
+module_param(gro, bool, 0644);
+MODULE_PARM_DESC(gro,
+		 "Receive UDP GSO/GRO buffers whole and walk their datagrams in place (tunnel sockets created after it is set; default N: the UDP stack segments them)");
+
 static unsigned int pacing_burst_us = 20;
 module_param(pacing_burst_us, uint, 0644);
 MODULE_PARM_DESC(pacing_burst_us,
@@ -41,6 +46,11 @@ bool metaroce_param_rate_hints(void)
 bool metaroce_param_gso(void)
 {
 	return READ_ONCE(gso);
+}
+
+bool metaroce_param_gro(void)
+{
+	return READ_ONCE(gro);
 }
 
 u32 metaroce_param_pacing_burst_us(void)
