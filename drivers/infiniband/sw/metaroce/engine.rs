@@ -496,6 +496,7 @@ impl Engine {
                 cfg.ack_every = ACK_EVERY;
                 cfg.ack_delay_ns = ACK_DELAY_NS;
                 cfg.pacing_burst_ns = u64::from(rdma::params::pacing_burst_us()) * 1000;
+                cfg.path_burst = rdma::params::path_burst();
                 let c = ConnCtx::new(
                     self.registry.clone(),
                     self.ndev.clone(),

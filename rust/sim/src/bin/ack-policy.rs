@@ -6,6 +6,9 @@
 //! default, and the delayed-ACK hold of the driver (2 ms, capped by the core at a
 //! quarter of the minimum RTO) or of the core (10 us).
 //!
+//! The second table: `path_burst` ([MR-PATH-12]), packets in a row on one path,
+//! with `ack_every` 8.
+//!
 //! Usage: `ack-policy [--seeds N] [--bytes MIB]` (cargo run --release -p metaroce-sim
 //! --bin ack-policy).
 
@@ -14,11 +17,12 @@ use metaroce_sim::clock::US;
 use metaroce_sim::host::HostConfig;
 use metaroce_sim::scenario::{self, RunResult, Transport};
 
-fn transport(ack_every: u32, ack_delay_ns: u64) -> Transport {
+fn transport(ack_every: u32, ack_delay_ns: u64, path_burst: u32) -> Transport {
     let mut c = Config::new(1);
     c.paths = 8;
     c.ack_every = ack_every;
     c.ack_delay_ns = ack_delay_ns;
+    c.path_burst = path_burst;
     Transport::Meta(HostConfig::new(c))
 }
 
@@ -105,10 +109,28 @@ fn main() {
             (16, 2_000_000),
             (32, 2_000_000),
         ] {
-            let mut s = run(cell, transport(every, delay), seeds, mib << 20);
+            let mut s = run(cell, transport(every, delay, 1), seeds, mib << 20);
             println!(
                 "| {cell} | {every} | {} us | {:.1} | {:.3} | {:.2} | {} | {} |",
                 delay / 1000,
+                median(&mut s.gbps),
+                s.acks as f64 / s.data.max(1) as f64,
+                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
+                s.timeouts,
+                s.failed
+            );
+        }
+    }
+    println!(
+        "\n| cell | path_burst | goodput Gb/s (median) | ACKs per data packet | \
+         retransmitted % | timeouts | failed runs |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
+        for burst in [1, 4, 8, 16] {
+            let mut s = run(cell, transport(8, 10_000, burst), seeds, mib << 20);
+            println!(
+                "| {cell} | {burst} | {:.1} | {:.3} | {:.2} | {} | {} |",
                 median(&mut s.gbps),
                 s.acks as f64 / s.data.max(1) as f64,
                 100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
