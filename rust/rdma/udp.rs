@@ -761,11 +761,8 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         }
         // SAFETY: Non-NULL user data is a live tunnel (above).
         let this = unsafe { &*this };
-        loop {
-            // SAFETY: `sk` is live; the helper dequeues without sleeping.
-            let Some(raw) = NonNull::new(unsafe { bindings::metaroce_udp_recv(sk) }) else {
-                break;
-            };
+        // SAFETY: `sk` is live; the helper dequeues without sleeping.
+        while let Some(raw) = NonNull::new(unsafe { bindings::metaroce_udp_recv(sk) }) {
             // SAFETY: The dequeued skb's reference is ours.
             let skb = unsafe { SkBuff::from_raw(raw) };
             // SAFETY: `sk` and the skb are live; under the RCU read lock.
