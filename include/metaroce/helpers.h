@@ -83,8 +83,8 @@ void metaroce_skb_set_udp_gso(struct sk_buff *skb, unsigned int seg_len, unsigne
  * UDP GSO/GRO buffers whole and hands them to @data_ready, which dequeues them with
  * metaroce_udp_recv; the ingress netdev of a dequeued buffer; the GSO segment size of a
  * buffer (0: one datagram); a pointer to the bytes of @skb's data from @offset on that
- * lie in one piece (its linear part or one fragment), at most @max, their count in
- * *@len (0 and NULL when there are none in one piece). */
+ * lie in one piece (its linear part, one fragment, or those of a frag_list buffer), at
+ * most @max, their count in *@len (0 and NULL when there are none in one piece). */
 void metaroce_udp_sock_batch_rx(struct sock *sk, void (*data_ready)(struct sock *sk));
 struct sk_buff *metaroce_udp_recv(struct sock *sk);
 struct net_device *metaroce_skb_iif_dev_rcu(const struct sock *sk, const struct sk_buff *skb);

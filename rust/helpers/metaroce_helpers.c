@@ -377,10 +377,12 @@ unsigned int metaroce_skb_gso_size(const struct sk_buff *skb)
 	return skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0;
 }
 
-const u8 *metaroce_skb_contig(const struct sk_buff *skb, unsigned int offset, unsigned int max,
-			      unsigned int *len)
+/* A GRO aggregate may continue in a frag_list of buffers (skb_gro_receive): one level. */
+static const u8 *skb_contig(const struct sk_buff *skb, unsigned int offset, unsigned int max,
+			    unsigned int *len, bool nested)
 {
 	unsigned int start = skb_headlen(skb);
+	struct sk_buff *frag_iter;
 	int i;
 
 	*len = 0;
@@ -402,7 +404,22 @@ const u8 *metaroce_skb_contig(const struct sk_buff *skb, unsigned int offset, un
 		}
 		start = end;
 	}
+	if (nested)
+		return NULL;
+	skb_walk_frags(skb, frag_iter) {
+		unsigned int end = start + frag_iter->len;
+
+		if (offset < end)
+			return skb_contig(frag_iter, offset - start, max, len, true);
+		start = end;
+	}
 	return NULL;
+}
+
+const u8 *metaroce_skb_contig(const struct sk_buff *skb, unsigned int offset, unsigned int max,
+			      unsigned int *len)
+{
+	return skb_contig(skb, offset, max, len, false);
 }
 
 struct sk_buff *metaroce_skb_get(struct sk_buff *skb)
