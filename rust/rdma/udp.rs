@@ -157,6 +157,8 @@ pub struct Received<'a> {
     /// One datagram of a UDP GSO buffer, shared with the others: its bytes
     /// `[start, start + len)` of the buffer's data ([`Segment`]).
     seg: Option<Segment>,
+    /// More datagrams of the same GSO buffer follow this one.
+    more: bool,
     info: DatagramInfo,
     netdev: &'a NetDevice,
     /// The tunnel's count of datagrams no one claimed.
@@ -173,6 +175,12 @@ impl<'a> Received<'a> {
     /// Returns the addresses, ports and ECN codepoint.
     pub fn info(&self) -> &DatagramInfo {
         &self.info
+    }
+
+    /// Whether more datagrams of the same UDP GSO buffer follow this one, right
+    /// after it returns (a receiver may wait for the last before it acts).
+    pub fn more_follow(&self) -> bool {
+        self.more
     }
 
     /// Returns the UDP payload's first bytes that lie in one piece: all of it unless
@@ -830,6 +838,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
             self.handler.on_datagram(Received {
                 skb,
                 seg: None,
+                more: false,
                 info,
                 netdev,
                 unclaimed: &self.rx_unclaimed,
@@ -855,6 +864,7 @@ impl<H: DatagramHandler> UdpTunnel<H> {
             self.handler.on_datagram(Received {
                 skb: shared,
                 seg: Some(Segment { start, len: n }),
+                more: start + n < len,
                 info,
                 netdev,
                 unclaimed: &self.rx_unclaimed,

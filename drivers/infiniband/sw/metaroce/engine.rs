@@ -400,7 +400,12 @@ impl Engine {
             }
         }
         match found {
-            Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),
+            // The datagrams of one GSO buffer go to the connection's inbox together:
+            // an awaited one runs the connection at once only as the last.
+            Some(c) => {
+                let awaited = h.is_awaited() && !rx.more_follow();
+                c.deliver(rx.into_owned(), awaited)
+            }
             None => {
                 self.stats.rx_no_conn.fetch_add(1, Relaxed);
                 rx.discard();
