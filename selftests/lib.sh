@@ -87,7 +87,9 @@ busywait() {
 load_metaroce() {
 	modprobe -a ib_core ib_uverbs rdma_ucm udp_tunnel ip6_udp_tunnel veth 2>/dev/null
 	lsmod | grep -q '^metaroce ' && return 0
-	insmod "$METAROCE_KO"
+	# METAROCE_PARAMS: module parameters for every load (e.g. "gro=1 gso=1").
+	# shellcheck disable=SC2086
+	insmod "$METAROCE_KO" ${METAROCE_PARAMS:-}
 }
 
 unload_metaroce() {

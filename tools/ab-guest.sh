@@ -64,7 +64,7 @@ run_cell() {
 # every cell, removes them.
 with_module() {
 	local label=$1 name mtu imp cmd
-	METAROCE_KO=$2 setup_pair || { echo "# setting up with $2 failed"; return 1; }
+	METAROCE_KO=$2 METAROCE_PARAMS=$3 setup_pair || { echo "# setting up with $2 $3 failed"; return 1; }
 	while IFS='|' read -r name mtu imp cmd; do
 		[ -z "$name" ] && continue
 		# shellcheck disable=SC2086 # the command's words
@@ -78,7 +78,7 @@ with_module() {
 modprobe -a sch_netem 2>/dev/null
 for r in $(seq "$ROUNDS"); do
 	for pass in A B B A; do
-		if [ $pass = A ]; then ko=$AB_A; else ko=$AB_B; fi
-		with_module $pass "$ko" || exit 1
+		if [ $pass = A ]; then ko=$AB_A params=${AB_PARAMS_A:-}; else ko=$AB_B params=${AB_PARAMS_B:-}; fi
+		with_module $pass "$ko" "$params" || exit 1
 	done
 done

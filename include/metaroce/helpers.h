@@ -79,6 +79,21 @@ int metaroce_pages_copy_from_skb(struct page *const *pages, size_t npages, size_
 int metaroce_skb_gso_append(struct sk_buff *burst, struct sk_buff *pkt, unsigned int max_len);
 void metaroce_skb_set_udp_gso(struct sk_buff *skb, unsigned int seg_len, unsigned int segs);
 
+/* Batching receive (rust/rdma/udp.rs, the `gro` parameter): a tunnel socket that takes
+ * UDP GSO/GRO buffers whole and hands them to @data_ready, which dequeues them with
+ * metaroce_udp_recv; the ingress netdev of a dequeued buffer; the GSO segment size of a
+ * buffer (0: one datagram); a pointer to the bytes of @skb's data from @offset on that
+ * lie in one piece (its linear part, one fragment, or those of a frag_list buffer), at
+ * most @max, their count in *@len (0 and NULL when there are none in one piece). */
+void metaroce_udp_sock_batch_rx(struct sock *sk, void (*data_ready)(struct sock *sk));
+struct sk_buff *metaroce_udp_recv(struct sock *sk);
+struct net_device *metaroce_skb_iif_dev_rcu(const struct sock *sk, const struct sk_buff *skb);
+unsigned int metaroce_skb_gso_size(const struct sk_buff *skb);
+const u8 *metaroce_skb_contig(const struct sk_buff *skb, unsigned int offset, unsigned int max,
+			      unsigned int *len);
+struct sk_buff *metaroce_skb_get(struct sk_buff *skb);
+void metaroce_skb_push_udp(struct sk_buff *skb);
+
 /* linux/spinlock.h: the bottom-half spinlock (rust/rdma/sync.rs) */
 struct spinlock;
 void metaroce_spin_lock_bh(struct spinlock *lock);

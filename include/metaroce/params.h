@@ -15,6 +15,10 @@ u32 metaroce_param_rx_capacity_mbps(void);
 bool metaroce_param_rate_hints(void);
 /* gso: whether a burst of a path's datagrams leaves as one UDP GSO buffer. */
 bool metaroce_param_gso(void);
+/* gro: whether the tunnel sockets take UDP GSO/GRO buffers whole. */
+bool metaroce_param_gro(void);
+/* path_burst: data packets a new connection puts on one path before the next. */
+u32 metaroce_param_path_burst(void);
 /* pacing_burst_us: the pacing burst of new connections, in microseconds. */
 u32 metaroce_param_pacing_burst_us(void);
 

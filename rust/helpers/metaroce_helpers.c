@@ -20,6 +20,8 @@
 #include <rdma/ib_verbs.h>
 #include <rdma/rdma_netlink.h>
 #include <net/netlink.h>
+#include <net/sock.h>
+#include <net/udp.h>
 #include <rdma/uverbs_ioctl.h>
 
 #include "../../include/metaroce/helpers.h"
@@ -318,6 +320,117 @@ void metaroce_skb_set_udp_gso(struct sk_buff *skb, unsigned int seg_len, unsigne
 	skb->ip_summed = CHECKSUM_PARTIAL;
 	skb->csum_start = skb_headroom(skb) - sizeof(struct udphdr);
 	skb->csum_offset = offsetof(struct udphdr, check);
+}
+
+/*
+ * Batching receive: @sk, a tunnel socket without an encap_rcv, takes UDP GSO buffers
+ * (a sender's UDP_SEGMENT burst, or UDP GRO's aggregate: GRO_ENABLED makes UDP GRO
+ * aggregate the socket's datagrams, as the UDP_GRO socket option does) into its queue
+ * whole instead of segmenting them, and calls @data_ready for each. An encap_rcv
+ * socket would have them segmented first (udp_unexpected_gso). The receive buffer is
+ * large: @data_ready empties the queue at once, so it only bounds a burst.
+ */
+void metaroce_udp_sock_batch_rx(struct sock *sk, void (*data_ready)(struct sock *sk))
+{
+	udp_set_bit(ACCEPT_L4, sk);
+	udp_set_bit(GRO_ENABLED, sk);
+	lock_sock(sk);
+	sk->sk_userlocks |= SOCK_RCVBUF_LOCK;
+	WRITE_ONCE(sk->sk_rcvbuf, 16 << 20);
+	release_sock(sk);
+	write_lock_bh(&sk->sk_callback_lock);
+	sk->sk_data_ready = data_ready;
+	write_unlock_bh(&sk->sk_callback_lock);
+}
+
+/*
+ * The next datagram of @sk's queue, its data at the UDP payload, or NULL when the queue
+ * is empty. Datagrams whose checksum fails are dropped and counted as udp_recvmsg
+ * does.
+ */
+struct sk_buff *metaroce_udp_recv(struct sock *sk)
+{
+	struct sk_buff *skb;
+	int err;
+
+	while ((skb = skb_recv_udp(sk, MSG_DONTWAIT, &err))) {
+		if (udp_skb_csum_unnecessary(skb) || !__udp_lib_checksum_complete(skb))
+			return skb;
+		if (sk->sk_family == AF_INET)
+			__UDP_INC_STATS(sock_net(sk), UDP_MIB_CSUMERRORS);
+		kfree_skb_reason(skb, SKB_DROP_REASON_UDP_CSUM);
+	}
+	return NULL;
+}
+
+/*
+ * The netdev a dequeued datagram came in on (skb->dev is gone: the queue reuses it as
+ * dev_scratch). Under the RCU read lock; not held.
+ */
+struct net_device *metaroce_skb_iif_dev_rcu(const struct sock *sk, const struct sk_buff *skb)
+{
+	return dev_get_by_index_rcu(sock_net(sk), skb->skb_iif);
+}
+
+unsigned int metaroce_skb_gso_size(const struct sk_buff *skb)
+{
+	return skb_is_gso(skb) ? skb_shinfo(skb)->gso_size : 0;
+}
+
+/* A GRO aggregate may continue in a frag_list of buffers (skb_gro_receive): one level. */
+static const u8 *skb_contig(const struct sk_buff *skb, unsigned int offset, unsigned int max,
+			    unsigned int *len, bool nested)
+{
+	unsigned int start = skb_headlen(skb);
+	struct sk_buff *frag_iter;
+	int i;
+
+	*len = 0;
+	if (offset < start) {
+		*len = min(start - offset, max);
+		return skb->data + offset;
+	}
+	for (i = 0; i < skb_shinfo(skb)->nr_frags; i++) {
+		const skb_frag_t *f = &skb_shinfo(skb)->frags[i];
+		unsigned int end = start + skb_frag_size(f);
+
+		if (offset < end) {
+			const u8 *va = skb_frag_address_safe(f);
+
+			if (!va)
+				return NULL;
+			*len = min(end - offset, max);
+			return va + (offset - start);
+		}
+		start = end;
+	}
+	if (nested)
+		return NULL;
+	skb_walk_frags(skb, frag_iter) {
+		unsigned int end = start + frag_iter->len;
+
+		if (offset < end)
+			return skb_contig(frag_iter, offset - start, max, len, true);
+		start = end;
+	}
+	return NULL;
+}
+
+const u8 *metaroce_skb_contig(const struct sk_buff *skb, unsigned int offset, unsigned int max,
+			      unsigned int *len)
+{
+	return skb_contig(skb, offset, max, len, false);
+}
+
+struct sk_buff *metaroce_skb_get(struct sk_buff *skb)
+{
+	return skb_get(skb);
+}
+
+/* The UDP header that the socket's queue pulled, back in front of the data. */
+void metaroce_skb_push_udp(struct sk_buff *skb)
+{
+	__skb_push(skb, sizeof(struct udphdr));
 }
 
 /*

@@ -23,6 +23,16 @@ module_param(gso, bool, 0644);
 MODULE_PARM_DESC(gso,
 		 "Send a burst of a path's equal-size datagrams as one UDP GSO buffer (default N: one buffer per datagram)");
 
+static bool gro;
+module_param(gro, bool, 0644);
+MODULE_PARM_DESC(gro,
+		 "Receive UDP GSO/GRO buffers whole and walk their datagrams in place (tunnel sockets created after it is set; default N: the UDP stack segments them)");
+
+static unsigned int path_burst = 1;
+module_param(path_burst, uint, 0644);
+MODULE_PARM_DESC(path_burst,
+		 "Data packets a new connection puts on one path before the next (1..64, default 1: packet by packet); more makes larger UDP GSO bursts");
+
 static unsigned int pacing_burst_us = 20;
 module_param(pacing_burst_us, uint, 0644);
 MODULE_PARM_DESC(pacing_burst_us,
@@ -41,6 +51,16 @@ bool metaroce_param_rate_hints(void)
 bool metaroce_param_gso(void)
 {
 	return READ_ONCE(gso);
+}
+
+bool metaroce_param_gro(void)
+{
+	return READ_ONCE(gro);
+}
+
+u32 metaroce_param_path_burst(void)
+{
+	return READ_ONCE(path_burst);
 }
 
 u32 metaroce_param_pacing_burst_us(void)

@@ -23,6 +23,20 @@ pub fn gso() -> bool {
     unsafe { crate::bindings::metaroce_param_gso() }
 }
 
+/// `gro`: whether tunnel sockets take UDP GSO/GRO buffers whole and walk their
+/// datagrams in place (read when a namespace's sockets are created).
+pub fn gro() -> bool {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_gro() }
+}
+
+/// `path_burst`: data packets a new connection puts on one path before it moves on
+/// to the next (the protocol core's `path_burst`).
+pub fn path_burst() -> u32 {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_path_burst() }
+}
+
 /// `pacing_burst_us`: how far a new connection's pacing clock may lag behind the current
 /// time, in microseconds (the protocol core's `pacing_burst_ns`).
 pub fn pacing_burst_us() -> u32 {

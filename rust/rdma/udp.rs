@@ -154,6 +154,11 @@ pub trait DatagramHandler: Send + Sync + 'static {
 pub struct Received<'a> {
     /// The datagram; its data is the UDP payload.
     skb: SkBuff,
+    /// One datagram of a UDP GSO buffer, shared with the others: its bytes
+    /// `[start, start + len)` of the buffer's data ([`Segment`]).
+    seg: Option<Segment>,
+    /// More datagrams of the same GSO buffer follow this one.
+    more: bool,
     info: DatagramInfo,
     netdev: &'a NetDevice,
     /// The tunnel's count of datagrams no one claimed.
@@ -172,34 +177,48 @@ impl<'a> Received<'a> {
         &self.info
     }
 
-    /// Returns the UDP payload's linear part: all of it unless
+    /// Whether more datagrams of the same UDP GSO buffer follow this one, right
+    /// after it returns (a receiver may wait for the last before it acts).
+    pub fn more_follow(&self) -> bool {
+        self.more
+    }
+
+    /// Returns the UDP payload's first bytes that lie in one piece: all of it unless
     /// [`paged_len`](Self::paged_len) is nonzero.
     pub fn payload(&self) -> &[u8] {
-        self.skb.data()
+        head(&self.skb, self.seg)
     }
 
-    /// Returns the number of payload bytes in paged fragments after
-    /// [`payload`](Self::payload).
+    /// Returns the number of payload bytes after [`payload`](Self::payload).
     pub fn paged_len(&self) -> usize {
-        self.skb.paged_len()
+        rest_len(&self.skb, self.seg)
     }
 
-    /// Makes the first `len` bytes of the payload (all of it, if shorter) linear; see
-    /// [`SkBuff::make_linear`].
+    /// Makes the first `len` bytes of the payload (all of it, if shorter) one piece;
+    /// see [`SkBuff::make_linear`]. A datagram of a GSO buffer cannot be rearranged:
+    /// `EMSGSIZE` unless its first `len` bytes are in one piece already.
     pub fn make_linear(&mut self, len: usize) -> Result {
-        self.skb.make_linear(len)
+        match self.seg {
+            None => self.skb.make_linear(len),
+            Some(s) if head(&self.skb, self.seg).len() >= len.min(s.len) => Ok(()),
+            Some(_) => Err(EMSGSIZE),
+        }
     }
 
     /// Keeps the datagram beyond the callback, e.g. to queue it for a work item.
     pub fn into_owned(self) -> OwnedDatagram {
-        // SAFETY: The skb is ours. Its route may be a reference the receive path does
-        // not hold beyond the RCU section (`skb_dst_set_noref`); it is not needed any
-        // more, so drop it before the buffer outlives the section.
-        unsafe { bindings::metaroce_skb_dst_drop(self.skb.as_raw()) };
+        if self.seg.is_none() {
+            // SAFETY: The skb is ours. Its route may be a reference the receive path
+            // does not hold beyond the RCU section (`skb_dst_set_noref`); it is not
+            // needed any more, so drop it before the buffer outlives the section. (A
+            // shared GSO buffer's was dropped before it was shared.)
+            unsafe { bindings::metaroce_skb_dst_drop(self.skb.as_raw()) };
+        }
         OwnedDatagram {
             netdev: self.netdev.id(),
             info: self.info,
             skb: self.skb,
+            seg: self.seg,
         }
     }
 
@@ -219,8 +238,45 @@ impl<'a> Received<'a> {
 /// A received datagram kept beyond the receive callback.
 pub struct OwnedDatagram {
     skb: SkBuff,
+    seg: Option<Segment>,
     info: DatagramInfo,
     netdev: NetDeviceId,
+}
+
+/// One datagram of a UDP GSO buffer: bytes `[start, start + len)` of the buffer's data.
+#[derive(Clone, Copy, Debug)]
+struct Segment {
+    start: usize,
+    len: usize,
+}
+
+/// The first bytes of the datagram in `skb` (`seg`, or all of it) that lie in one
+/// piece.
+fn head(skb: &SkBuff, seg: Option<Segment>) -> &[u8] {
+    let Some(s) = seg else {
+        return skb.data();
+    };
+    let (Ok(start), Ok(max)) = (u32::try_from(s.start), u32::try_from(s.len)) else {
+        return &[];
+    };
+    let mut len = 0u32;
+    // SAFETY: The skb is live (we hold a reference); the helper only reads it.
+    let p = unsafe { bindings::metaroce_skb_contig(skb.as_raw(), start, max, &mut len) };
+    if p.is_null() || len == 0 {
+        return &[];
+    }
+    // SAFETY: `[p, p + len)` are initialised bytes of the buffer's linear part or of one
+    // of its page fragments, mapped, which stay as they are while the buffer lives:
+    // nobody writes a shared buffer's data, and the reference `skb` holds keeps it.
+    unsafe { core::slice::from_raw_parts(p, len as usize) }
+}
+
+/// The number of bytes of the datagram in `skb` after [`head`].
+fn rest_len(skb: &SkBuff, seg: Option<Segment>) -> usize {
+    match seg {
+        None => skb.paged_len(),
+        Some(s) => s.len - head(skb, seg).len(),
+    }
 }
 
 impl OwnedDatagram {
@@ -234,26 +290,29 @@ impl OwnedDatagram {
         &self.info
     }
 
-    /// Returns the UDP payload's linear part: all of it unless
+    /// Returns the UDP payload's first bytes that lie in one piece: all of it unless
     /// [`paged_len`](Self::paged_len) is nonzero.
     pub fn payload(&self) -> &[u8] {
-        self.skb.data()
+        head(&self.skb, self.seg)
     }
 
-    /// Returns the number of payload bytes in paged fragments after
-    /// [`payload`](Self::payload).
+    /// Returns the number of payload bytes after [`payload`](Self::payload).
     pub fn paged_len(&self) -> usize {
-        self.skb.paged_len()
+        rest_len(&self.skb, self.seg)
     }
 
-    /// Returns the buffer, whose data is the UDP payload (to copy paged bytes out).
-    pub fn skb(&self) -> &SkBuff {
-        &self.skb
+    /// Returns the buffer and the offset in its data of the payload's bytes after
+    /// [`payload`](Self::payload) (to copy them out): the buffer may hold other
+    /// datagrams of a GSO burst too.
+    pub fn rest(&self) -> (&SkBuff, usize) {
+        let start = self.seg.map_or(0, |s| s.start);
+        (&self.skb, start + self.payload().len())
     }
 
-    /// Returns the buffer, whose data is the UDP payload.
-    pub fn into_skb(self) -> SkBuff {
-        self.skb
+    /// Returns the buffer, whose data is the UDP payload, unless it holds other
+    /// datagrams of a GSO burst too.
+    pub fn into_skb(self) -> Option<SkBuff> {
+        self.seg.is_none().then_some(self.skb)
     }
 }
 
@@ -264,6 +323,10 @@ pub struct TunnelStats {
     pub rx_malformed: u64,
     /// Datagrams the handler found no receiver for ([`Received::discard_unclaimed`]).
     pub rx_unclaimed: u64,
+    /// UDP GSO/GRO buffers received whole (the `gro` parameter).
+    pub rx_gro_buffers: u64,
+    /// The datagrams they held.
+    pub rx_gro_segments: u64,
     /// Transmissions that found no route.
     pub tx_no_route: u64,
     /// Transmissions refused for another reason (closed tunnel, bad arguments, no
@@ -286,6 +349,8 @@ pub struct UdpTunnel<H: DatagramHandler> {
     handler: Arc<H>,
     rx_malformed: Atomic<u64>,
     rx_unclaimed: Atomic<u64>,
+    rx_gro_buffers: Atomic<u64>,
+    rx_gro_segments: Atomic<u64>,
     tx_no_route: Atomic<u64>,
     tx_errors: Atomic<u64>,
 }
@@ -305,6 +370,8 @@ impl<H: DatagramHandler> UdpTunnel<H> {
             handler,
             rx_malformed: Atomic::new(0),
             rx_unclaimed: Atomic::new(0),
+            rx_gro_buffers: Atomic::new(0),
+            rx_gro_segments: Atomic::new(0),
             tx_no_route: Atomic::new(0),
             tx_errors: Atomic::new(0),
         }
@@ -325,6 +392,8 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         TunnelStats {
             rx_malformed: self.rx_malformed.load(Relaxed),
             rx_unclaimed: self.rx_unclaimed.load(Relaxed),
+            rx_gro_buffers: self.rx_gro_buffers.load(Relaxed),
+            rx_gro_segments: self.rx_gro_segments.load(Relaxed),
             tx_no_route: self.tx_no_route.load(Relaxed),
             tx_errors: self.tx_errors.load(Relaxed),
         }
@@ -598,15 +667,21 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         })?;
         // SAFETY: On success `sock` is a live socket we own, with its `sk`.
         let sk = unsafe { (*sock).sk };
+        let batch = crate::params::gro();
         let mut tnl = bindings::udp_tunnel_sock_cfg {
             sk_user_data: ptr::from_ref(self).cast_mut().cast(),
-            encap_type: ENCAP_TYPE,
-            encap_rcv: Some(Self::encap_rcv),
+            encap_type: if batch { 0 } else { ENCAP_TYPE },
+            encap_rcv: if batch { None } else { Some(Self::encap_rcv) },
             ..Default::default()
         };
         // SAFETY: `sk` is our fresh UDP socket of `net`. The user data is `self`, which
         // outlives the socket (see `open_sockets` and `close`).
         unsafe { bindings::setup_udp_tunnel_sock(self.net, sk, &mut tnl) };
+        if batch {
+            // SAFETY: `sk` is our fresh socket, set up above, in process context; the
+            // callback finds `self` as `encap_rcv` does.
+            unsafe { bindings::metaroce_udp_sock_batch_rx(sk, Some(Self::data_ready)) };
+        }
         Ok(sk)
     }
 
@@ -660,7 +735,9 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         // SAFETY: The skb is ours and live (UDP passes a valid skb). Paged fragments
         // stay where they are: the handler copies them out where they belong.
         let skb = unsafe { SkBuff::from_raw(NonNull::new_unchecked(skb)) };
-        match this.receive(skb) {
+        // SAFETY: The skb is live; `dev` is set on received packets.
+        let dev = unsafe { bindings::metaroce_skb_dev(skb.as_raw()) };
+        match this.receive(skb, dev) {
             Ok(()) => {}
             Err(skb) => {
                 this.rx_malformed.fetch_add(1, Relaxed);
@@ -670,9 +747,52 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         0
     }
 
-    /// Parses the headers of `skb` (data at the UDP header) and calls the handler, or
-    /// returns the buffer when it is malformed.
-    fn receive(&self, mut skb: SkBuff) -> core::result::Result<(), SkBuff> {
+    /// The socket's `sk_data_ready` with the `gro` parameter: takes every datagram
+    /// of the queue, each possibly a UDP GSO buffer, and hands it to
+    /// [`Self::receive`].
+    ///
+    /// # Safety
+    ///
+    /// Called by UDP for one of our batching sockets
+    /// (`metaroce_udp_sock_batch_rx`), in softirq context after queueing a buffer.
+    unsafe extern "C" fn data_ready(sk: *mut bindings::sock) {
+        let _rcu = rcu::read_lock();
+        // SAFETY: `sk` is live for the call; its user data is NULL or a `UdpTunnel<H>`
+        // that stays live until a grace period after it is cleared (`close`), and we
+        // hold the RCU read lock.
+        let this = unsafe { bindings::metaroce_rcu_dereference_sk_user_data(sk) }
+            .cast::<Self>()
+            .cast_const();
+        if this.is_null() {
+            // Closing: releasing the socket purges its queue.
+            return;
+        }
+        // SAFETY: Non-NULL user data is a live tunnel (above).
+        let this = unsafe { &*this };
+        // SAFETY: `sk` is live; the helper dequeues without sleeping.
+        while let Some(raw) = NonNull::new(unsafe { bindings::metaroce_udp_recv(sk) }) {
+            // SAFETY: The dequeued skb's reference is ours.
+            let skb = unsafe { SkBuff::from_raw(raw) };
+            // SAFETY: `sk` and the skb are live; under the RCU read lock.
+            let dev = unsafe { bindings::metaroce_skb_iif_dev_rcu(sk, skb.as_raw()) };
+            // SAFETY: The queue pulled the UDP header, whose bytes stay in front of
+            // the data.
+            unsafe { bindings::metaroce_skb_push_udp(skb.as_raw()) };
+            if let Err(skb) = this.receive(skb, dev) {
+                this.rx_malformed.fetch_add(1, Relaxed);
+                skb.discard();
+            }
+        }
+    }
+
+    /// Parses the headers of `skb` (data at the UDP header), which came in on `dev`,
+    /// and calls the handler for each datagram it holds (more than one for a UDP GSO
+    /// buffer), or returns the buffer when it is malformed.
+    fn receive(
+        &self,
+        mut skb: SkBuff,
+        dev: *mut bindings::net_device,
+    ) -> core::result::Result<(), SkBuff> {
         // UDP has made its header linear already; this only checks.
         if skb.make_linear(UDP_HLEN).is_err() {
             return Err(skb);
@@ -692,8 +812,6 @@ impl<H: DatagramHandler> UdpTunnel<H> {
         let Some(info) = DatagramInfo::parse(ip, skb.data()) else {
             return Err(skb);
         };
-        // SAFETY: The skb is live; `dev` is set on received packets.
-        let dev = unsafe { bindings::metaroce_skb_dev(skb.as_raw()) };
         if dev.is_null() || skb.pull(UDP_HLEN).is_err() {
             return Err(skb);
         }
@@ -713,12 +831,46 @@ impl<H: DatagramHandler> UdpTunnel<H> {
                 netdev = unsafe { NetDevice::from_raw(owner) };
             }
         }
-        self.handler.on_datagram(Received {
-            skb,
-            info,
-            netdev,
-            unclaimed: &self.rx_unclaimed,
-        });
+        // SAFETY: The skb is live.
+        let gso = unsafe { bindings::metaroce_skb_gso_size(skb.as_raw()) } as usize;
+        let len = skb.len();
+        if gso == 0 || len <= gso {
+            self.handler.on_datagram(Received {
+                skb,
+                seg: None,
+                more: false,
+                info,
+                netdev,
+                unclaimed: &self.rx_unclaimed,
+            });
+            return Ok(());
+        }
+        // A UDP GSO buffer: each `gso` bytes (the last possibly fewer) are one
+        // datagram. Each goes to the handler with a reference to the buffer, which
+        // nobody changes from here on.
+        // SAFETY: The skb is ours; its route is not needed (as in `into_owned`).
+        unsafe { bindings::metaroce_skb_dst_drop(skb.as_raw()) };
+        self.rx_gro_buffers.fetch_add(1, Relaxed);
+        let mut start = 0;
+        while start < len {
+            let n = gso.min(len - start);
+            // SAFETY: The skb is live; the new reference is handed to the `SkBuff`.
+            let shared = unsafe {
+                SkBuff::from_raw(NonNull::new_unchecked(bindings::metaroce_skb_get(
+                    skb.as_raw(),
+                )))
+            };
+            self.rx_gro_segments.fetch_add(1, Relaxed);
+            self.handler.on_datagram(Received {
+                skb: shared,
+                seg: Some(Segment { start, len: n }),
+                more: start + n < len,
+                info,
+                netdev,
+                unclaimed: &self.rx_unclaimed,
+            });
+            start += n;
+        }
         Ok(())
     }
 }

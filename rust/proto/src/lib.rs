@@ -55,7 +55,7 @@ mod wr;
 
 pub use conn::{
     stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop,
-    Stats,
+    Stats, MAX_PATH_BURST,
 };
 pub use conn::{Payload, Transmit};
 pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};

@@ -244,6 +244,64 @@ pub fn bulk(
     finish_run(&mut w)
 }
 
+/// [`bulk`], also returning the ACKs the receiver sent and the data packets the
+/// sender sent.
+pub fn bulk_with_stats(
+    transport: Transport,
+    paths: usize,
+    loss: f64,
+    jitter_ns: Time,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+) -> (RunResult, u64, u64) {
+    let mut net = pair_network(paths);
+    for p in &mut net.paths {
+        p.loss = loss;
+        p.jitter_ns = jitter_ns;
+    }
+    let mut w = build_world_with_hints(net, transport, seed);
+    w.add_flow(crate::workload::FlowSpec::writes(
+        0,
+        1,
+        (bytes / u64::from(msg)) as usize,
+        msg,
+        false,
+    ));
+    let r = finish_run(&mut w);
+    let (acks, data) = (w.hosts[1].stats().acks, w.hosts[0].stats().data_packets);
+    (r, acks, data)
+}
+
+/// [`reordering`], also returning the ACKs the receiver sent and the data packets
+/// the sender sent.
+pub fn reordering_with_stats(
+    transport: Transport,
+    jitter_ns: Time,
+    fifo: bool,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+) -> (RunResult, u64, u64) {
+    let mut net = pair_network(8);
+    for (k, p) in net.paths.iter_mut().enumerate() {
+        p.delay_ns = (k as Time + 1) * US;
+        p.jitter_ns = jitter_ns;
+        p.jitter_fifo = fifo;
+    }
+    let mut w = build_world_with_hints(net, transport, seed);
+    w.add_flow(crate::workload::FlowSpec::writes(
+        0,
+        1,
+        (bytes / u64::from(msg)) as usize,
+        msg,
+        false,
+    ));
+    let r = finish_run(&mut w);
+    let (acks, data) = (w.hosts[1].stats().acks, w.hosts[0].stats().data_packets);
+    (r, acks, data)
+}
+
 /// Heavy reordering: 8 paths whose one-way delays differ (1 to 8 us) plus up
 /// to `jitter_ns` of random delay per packet on each core link. With `fifo`,
 /// each path stays in order (reordering only across paths, as spraying

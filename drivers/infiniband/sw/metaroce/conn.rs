@@ -833,7 +833,7 @@ impl ConnCtx {
             let mut mem = QpMemory {
                 dev,
                 qps,
-                rx: Some(d.skb()),
+                rx: Some(d.rest()),
             };
             let r = conn.handle_datagram_split(now, ce, d.payload(), paged, &mut mem);
             if let Some(p) = trace::packet(id, d.payload(), d.payload().len() + d.paged_len()) {

@@ -250,6 +250,8 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"ns_rx_no_device", Port(|s| s.ns.rx_unclaimed)),
     (c"ns_rx_malformed", Port(|s| s.ns.rx_malformed)),
     (c"ns_tx_no_route", Port(|s| s.ns.tx_no_route)),
+    (c"ns_rx_gro_buffers", Port(|s| s.ns.rx_gro_buffers)),
+    (c"ns_rx_gro_segments", Port(|s| s.ns.rx_gro_segments)),
     // Per QP.
     (c"qp_tx_data", Qp(|q| &q.tx_data)),
     (c"qp_tx_bytes", Qp(|q| &q.tx_bytes)),

@@ -400,7 +400,12 @@ impl Engine {
             }
         }
         match found {
-            Some(c) => c.deliver(rx.into_owned(), h.is_awaited()),
+            // The datagrams of one GSO buffer go to the connection's inbox together:
+            // an awaited one runs the connection at once only as the last.
+            Some(c) => {
+                let awaited = h.is_awaited() && !rx.more_follow();
+                c.deliver(rx.into_owned(), awaited)
+            }
             None => {
                 self.stats.rx_no_conn.fetch_add(1, Relaxed);
                 rx.discard();
@@ -496,6 +501,7 @@ impl Engine {
                 cfg.ack_every = ACK_EVERY;
                 cfg.ack_delay_ns = ACK_DELAY_NS;
                 cfg.pacing_burst_ns = u64::from(rdma::params::pacing_burst_us()) * 1000;
+                cfg.path_burst = rdma::params::path_burst();
                 let c = ConnCtx::new(
                     self.registry.clone(),
                     self.ndev.clone(),

@@ -24,9 +24,9 @@ use rdma::{
 pub(crate) struct QpMemory<'a> {
     pub(crate) dev: &'a Device<MetaRoceDriver>,
     pub(crate) qps: &'a mut [Option<Bound>],
-    /// The datagram being handled: its paged bytes are the tail of an
-    /// [`RxPayload`].
-    pub(crate) rx: Option<&'a SkBuff>,
+    /// The datagram being handled: the buffer and the offset in its data of the
+    /// tail of an [`RxPayload`] (the bytes after its head).
+    pub(crate) rx: Option<(&'a SkBuff, usize)>,
 }
 
 /// Bytes to copy into memory: a slice, or bytes of a socket buffer from `offset` on,
@@ -67,16 +67,25 @@ impl Source<'_> {
     }
 }
 
-/// The head and the tail of a received payload as sources; the tail is the paged
-/// part of `rx`, after its linear part.
-fn sources<'a>(data: RxPayload<'a>, rx: Option<&'a SkBuff>) -> Result<[Source<'a>; 2], MemError> {
+/// The head and the tail of a received payload as sources; the tail is the bytes of
+/// `rx`'s buffer from its offset on.
+fn sources<'a>(
+    data: RxPayload<'a>,
+    rx: Option<(&'a SkBuff, usize)>,
+) -> Result<[Source<'a>; 2], MemError> {
     let tail = match (data.tail, rx) {
         (0, _) => Source::Bytes(&[]),
-        (n, Some(skb)) if n as usize == skb.paged_len() => Source::Skb {
-            skb,
-            offset: skb.data().len(),
-            len: n as usize,
-        },
+        (n, Some((skb, offset)))
+            if offset
+                .checked_add(n as usize)
+                .is_some_and(|end| end <= skb.len()) =>
+        {
+            Source::Skb {
+                skb,
+                offset,
+                len: n as usize,
+            }
+        }
         _ => return Err(MemError::Operation),
     };
     Ok([Source::Bytes(data.head), tail])

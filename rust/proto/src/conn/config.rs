@@ -5,6 +5,9 @@
 use crate::cc::AimdConfig;
 use crate::constants::{MAX_DATA_HEADER_LEN, MAX_PATHS};
 
+/// The largest [`Config::path_burst`].
+pub const MAX_PATH_BURST: u32 = 64;
+
 /// Per-connection settings. Times are nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -38,6 +41,10 @@ pub struct Config {
     pub path_retire_rtos: u32,
     /// Acknowledge at least every this many data packets.
     pub ack_every: u32,
+    /// Data packets a sender puts on one path before it moves on to the next
+    /// (round robin, [MR-PATH-3]); 1 sprays packet by packet. More lets a driver
+    /// hand a path's packets to the network as one burst (UDP GSO).
+    pub path_burst: u32,
     /// Longest time to hold back an acknowledgement (at most `rto_min_ns / 4`
     /// is used).
     pub ack_delay_ns: u64,
@@ -70,6 +77,7 @@ impl Config {
             reorder_threshold: 3,
             path_retire_rtos: 2,
             ack_every: 4,
+            path_burst: 1,
             ack_delay_ns: 10_000,
             rate_hint_bps: 0,
             pacing: true,
@@ -90,6 +98,7 @@ impl Config {
         self.reorder_threshold = self.reorder_threshold.max(1);
         self.path_retire_rtos = self.path_retire_rtos.max(1);
         self.ack_every = self.ack_every.max(1);
+        self.path_burst = self.path_burst.clamp(1, MAX_PATH_BURST);
         // The AIMD segment is the payload MTU: windows set for another MSS
         // keep their size in packets.
         //= Documentation/metaroce/spec.rst#aimd

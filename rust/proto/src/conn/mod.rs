@@ -19,7 +19,7 @@ mod tests;
 mod tx;
 mod undo;
 
-pub use config::Config;
+pub use config::{Config, MAX_PATH_BURST};
 pub use rx::RxDrop;
 pub use store::{QpArray, QpSlot, QpStore};
 pub use tx::{Payload, Transmit};
@@ -210,6 +210,8 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     qps: S,
     /// Round-robin cursors.
     next_path: usize,
+    /// Data packets sent on `next_path` in a row (at most `path_burst`).
+    path_run: u32,
     next_qp: usize,
     ack_path: usize,
     // Acknowledgement generation.
@@ -333,6 +335,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             rx_paths <- init_array_from_fn(|_| RxPath::default()),
             qps <- qps,
             next_path: 0,
+            path_run: 0,
             next_qp: 0,
             ack_path: 0,
             ack_pending: 0,
@@ -377,6 +380,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             rx_paths: core::array::from_fn(|_| RxPath::default()),
             qps,
             next_path: 0,
+            path_run: 0,
             next_qp: 0,
             ack_path: 0,
             ack_pending: 0,
@@ -425,6 +429,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
         }
         self.next_path = 0;
+        self.path_run = 0;
         self.next_qp = 0;
         self.ack_path = 0;
         self.ack_pending = 0;

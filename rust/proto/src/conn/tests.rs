@@ -597,6 +597,46 @@ fn initial_psn_test_vectors() {
     });
 }
 
+// spec: MR-PATH-3, MR-PATH-12
+#[test]
+fn path_burst_keeps_runs_on_one_path() {
+    big(|| {
+        let paths_of = |burst: u32| {
+            let mut n = Net::new(4);
+            for (i, c) in n.c.iter_mut().enumerate() {
+                let mut cfg = *c.config();
+                cfg.path_burst = burst;
+                let (id, peer) = if i == 0 { (0x11, 0x22) } else { (0x22, 0x11) };
+                cfg.local_conn_id = id;
+                cfg.peer_conn_id = peer;
+                *c = Box::init(Connection::init_aimd(cfg, t0(), 1 + i as u64))
+                    .unwrap_or_else(|e| match e {});
+            }
+            let qp = n.c[0].open_qp(1, 2).unwrap();
+            n.c[1].open_qp(2, 1).unwrap();
+            n.c[0].post_send(qp, write(1, 12 * 1024, 5)).unwrap();
+            let out = n.out(0);
+            let paths: Vec<u8> = out
+                .iter()
+                .filter(|p| is_data(p))
+                .map(|p| hdr(p).path)
+                .collect();
+            // Everything arrives and completes as without bursts.
+            n.deliver(1, &out);
+            n.settle();
+            assert_eq!(n.completions(0).len(), 1);
+            paths
+        };
+        assert_eq!(paths_of(1)[..8], [0, 1, 2, 3, 0, 1, 2, 3]);
+        assert_eq!(paths_of(4), [0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2]);
+        let mut cfg = Config::new(1);
+        cfg.path_burst = 0;
+        assert_eq!(cfg.sanitized().path_burst, 1);
+        cfg.path_burst = 1000;
+        assert_eq!(cfg.sanitized().path_burst, crate::conn::MAX_PATH_BURST);
+    });
+}
+
 // spec: MR-PATH-1, MR-PATH-2
 #[test]
 fn paths_and_ports() {

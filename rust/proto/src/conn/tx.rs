@@ -292,6 +292,23 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         Some(PathChoice { path, last_fit })
     }
 
+    /// Moves the round-robin cursor after a data packet on `path`: to the next
+    /// path once `path_burst` packets in a row went on this one.
+    //= Documentation/metaroce/spec.rst#multipath
+    fn advance_path(&mut self, path: usize) {
+        self.path_run = if path == self.next_path {
+            self.path_run.saturating_add(1)
+        } else {
+            1
+        };
+        if self.path_run >= self.cfg.path_burst {
+            self.path_run = 0;
+            self.next_path = path.wrapping_add(1) % usize::from(self.cfg.paths).max(1);
+        } else {
+            self.next_path = path;
+        }
+    }
+
     fn poll_data(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         let mtu = self.cfg.mtu;
         let PathChoice { path, last_fit } = self.pick_path(mtu)?;
@@ -319,7 +336,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         let src_port = p.sport;
         self.advance_cursor(chunk, retx);
-        self.next_path = path.wrapping_add(1) % usize::from(self.cfg.paths).max(1);
+        self.advance_path(path);
         self.stats.tx_data = self.stats.tx_data.saturating_add(1);
         self.stats.tx_bytes = self
             .stats
