@@ -228,11 +228,18 @@ pub fn bulk(
     msg: u32,
     seed: u64,
 ) -> RunResult {
-    let mut net = pair_network(paths);
-    for p in &mut net.paths {
-        p.loss = loss;
-        p.jitter_ns = jitter_ns;
-    }
+    bulk_with_stats(transport, paths, loss, jitter_ns, bytes, msg, seed).0
+}
+
+/// `bytes` of WRITEs in `msg` byte messages from host 0 to 1 over `net`: the run, the
+/// ACKs the receiver sent and the data packets the sender sent.
+fn writes_with_stats(
+    net: NetworkConfig,
+    transport: Transport,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+) -> (RunResult, u64, u64) {
     let mut w = build_world_with_hints(net, transport, seed);
     w.add_flow(crate::workload::FlowSpec::writes(
         0,
@@ -241,7 +248,9 @@ pub fn bulk(
         msg,
         false,
     ));
-    finish_run(&mut w)
+    let r = finish_run(&mut w);
+    let (acks, data) = (w.hosts[1].stats().acks, w.hosts[0].stats().data_packets);
+    (r, acks, data)
 }
 
 /// [`bulk`], also returning the ACKs the receiver sent and the data packets the
@@ -260,17 +269,7 @@ pub fn bulk_with_stats(
         p.loss = loss;
         p.jitter_ns = jitter_ns;
     }
-    let mut w = build_world_with_hints(net, transport, seed);
-    w.add_flow(crate::workload::FlowSpec::writes(
-        0,
-        1,
-        (bytes / u64::from(msg)) as usize,
-        msg,
-        false,
-    ));
-    let r = finish_run(&mut w);
-    let (acks, data) = (w.hosts[1].stats().acks, w.hosts[0].stats().data_packets);
-    (r, acks, data)
+    writes_with_stats(net, transport, bytes, msg, seed)
 }
 
 /// [`reordering`], also returning the ACKs the receiver sent and the data packets
@@ -289,17 +288,7 @@ pub fn reordering_with_stats(
         p.jitter_ns = jitter_ns;
         p.jitter_fifo = fifo;
     }
-    let mut w = build_world_with_hints(net, transport, seed);
-    w.add_flow(crate::workload::FlowSpec::writes(
-        0,
-        1,
-        (bytes / u64::from(msg)) as usize,
-        msg,
-        false,
-    ));
-    let r = finish_run(&mut w);
-    let (acks, data) = (w.hosts[1].stats().acks, w.hosts[0].stats().data_packets);
-    (r, acks, data)
+    writes_with_stats(net, transport, bytes, msg, seed)
 }
 
 /// Heavy reordering: 8 paths whose one-way delays differ (1 to 8 us) plus up
@@ -315,21 +304,7 @@ pub fn reordering(
     msg: u32,
     seed: u64,
 ) -> RunResult {
-    let mut net = pair_network(8);
-    for (k, p) in net.paths.iter_mut().enumerate() {
-        p.delay_ns = (k as Time + 1) * US;
-        p.jitter_ns = jitter_ns;
-        p.jitter_fifo = fifo;
-    }
-    let mut w = build_world_with_hints(net, transport, seed);
-    w.add_flow(crate::workload::FlowSpec::writes(
-        0,
-        1,
-        (bytes / u64::from(msg)) as usize,
-        msg,
-        false,
-    ));
-    finish_run(&mut w)
+    reordering_with_stats(transport, jitter_ns, fifo, bytes, msg, seed).0
 }
 
 /// Result of the blackhole experiment.
