@@ -18,6 +18,15 @@
 //! another path finished an epoch. A path that lands on a bad link again is
 //! moved again two epochs later.
 //!
+//! A link that failed may come back, and nothing tells the sender: its paths
+//! were moved off it to random ports, and random ports return to it only by
+//! chance. So the port of the last path retired as dead ([MR-PATH-5]) is tried
+//! again ([MR-PATH-12]) after the connection sent [`PROBE_AFTER`] more packets:
+//! the path that did worst in its last epoch moves to it, keeping its window.
+//! If the link is still dead, that path times out and is retired again, and the
+//! next try waits twice as long (at most [`PROBE_MAX_SHIFT`] doublings); once a
+//! path on the port finishes a health epoch, the port is alive again.
+//!
 //= Documentation/metaroce/spec.rst#path-retirement
 
 use super::store::QpStore;
@@ -35,6 +44,41 @@ pub(crate) const WORSE_FACTOR: u64 = 4;
 pub(crate) const FLOOR_PER_EPOCH: u64 = 1;
 /// Worse epochs in a row that retire a path.
 pub(crate) const WORSE_EPOCHS: u8 = 2;
+
+/// Packets the connection sends before it tries a dead path's port again.
+pub(crate) const PROBE_AFTER: u64 = 2 * HEALTH_EPOCH;
+/// Doublings of [`PROBE_AFTER`] after tries that found the port still dead.
+pub(crate) const PROBE_MAX_SHIFT: u8 = 2;
+
+/// The source port of the last path retired as dead, and when to try it again
+/// ([MR-PATH-12]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DeadPort {
+    /// The port (0: none).
+    pub(crate) port: u16,
+    /// The connection's packet count at which to try it; `None` while a path
+    /// is on it.
+    pub(crate) due: Option<u64>,
+    /// Tries that found it dead, in a row.
+    pub(crate) shift: u8,
+}
+
+impl DeadPort {
+    /// A path on `port` was retired as dead when the connection had sent `sent`
+    /// packets.
+    pub(crate) fn on_dead(&mut self, port: u16, sent: u64) {
+        let shift = if port == self.port && self.port != 0 {
+            self.shift.saturating_add(1).min(PROBE_MAX_SHIFT)
+        } else {
+            0
+        };
+        *self = DeadPort {
+            port,
+            due: Some(sent.saturating_add(PROBE_AFTER << shift)),
+            shift,
+        };
+    }
+}
 
 /// A path's bad packets so far: declared lost by SACK, or ECN-CE marked.
 pub(crate) fn bad(s: &PathStats) -> u64 {
@@ -93,10 +137,50 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             } else {
                 0
             };
+            if p.dead_port_alive(self.dead_port.port) {
+                // A whole epoch on the port that died: it lives again.
+                self.dead_port = DeadPort::default();
+            }
             if p.health.worse >= WORSE_EPOCHS {
                 self.retire_path(i, false);
             }
         }
+        self.try_dead_port(n);
+    }
+
+    /// Packets sent on all paths so far.
+    pub(crate) fn packets_sent(&self) -> u64 {
+        self.paths
+            .iter()
+            .take(usize::from(self.cfg.paths))
+            .fold(0u64, |t, p| t.saturating_add(p.stats.sent))
+    }
+
+    /// Moves the path that did worst in its last epoch onto the dead port once
+    /// its try is due ([MR-PATH-12]).
+    fn try_dead_port(&mut self, n: usize) {
+        let d = self.dead_port;
+        let Some(due) = d.due else {
+            return;
+        };
+        if d.port == 0 || self.packets_sent() < due {
+            return;
+        }
+        if self.paths.iter().take(n).any(|p| p.sport == d.port) {
+            // A path drew it again by chance: it is being tried.
+            self.dead_port.due = None;
+            return;
+        }
+        // The worst share of bad packets; the first path if none had any.
+        let mut worst: (usize, u64, u64) = (0, 0, 1);
+        for (i, p) in self.paths.iter().enumerate().take(n) {
+            let (b, s) = p.health.last;
+            if s > 0 && lower(worst.1, worst.2, b, s) {
+                worst = (i, b, s);
+            }
+        }
+        self.dead_port.due = None;
+        self.move_path(worst.0, d.port, false);
     }
 }
 
@@ -182,5 +266,57 @@ mod tests {
             one.check_path_health();
         }
         assert_eq!(one.paths[0].stats.retired, 0);
+    }
+
+    // spec: MR-PATH-12
+    #[test]
+    fn a_dead_port_is_tried_again_with_backoff() {
+        big(a_dead_port_is_tried_again_with_backoff_);
+    }
+
+    fn a_dead_port_is_tried_again_with_backoff_() {
+        let mut c = conn();
+        let dead = c.path_port(0).unwrap();
+        c.retire_path(0, true);
+        assert_ne!(c.path_port(0), Some(dead));
+        // Path 1 does worse than path 0 and takes the port once it is due.
+        let mut tries = 0;
+        let mut gaps = [0u64; 4];
+        let mut since = 0;
+        for _ in 0..64 {
+            epoch(&mut c, 0, 0);
+            epoch(&mut c, 1, MIN_BAD - 1);
+            since += 2 * HEALTH_EPOCH;
+            c.check_path_health();
+            assert_ne!(c.path_port(0), Some(dead));
+            if c.path_port(1) == Some(dead) {
+                gaps[tries] = since;
+                tries += 1;
+                since = 0;
+                // Still dead: the try times out and the path is retired again.
+                c.retire_path(1, true);
+                if tries == gaps.len() {
+                    break;
+                }
+            }
+        }
+        assert_eq!(tries, gaps.len(), "tries at {gaps:?}");
+        assert_eq!(gaps[0], PROBE_AFTER.max(2 * HEALTH_EPOCH));
+        assert!(gaps[1] > gaps[0] && gaps[2] > gaps[1], "{gaps:?}");
+        assert_eq!(gaps[3], gaps[2], "the backoff is bounded: {gaps:?}");
+        assert_eq!(gaps[2], PROBE_AFTER << PROBE_MAX_SHIFT);
+        // Alive: after a whole epoch on the port, it is not tried again.
+        let port = c.path_port(1).unwrap();
+        c.dead_port = DeadPort::default();
+        c.move_path(1, dead, false);
+        c.dead_port.port = dead;
+        for _ in 0..16 {
+            epoch(&mut c, 0, 0);
+            epoch(&mut c, 1, 0);
+            c.check_path_health();
+        }
+        assert_eq!(c.dead_port, DeadPort::default());
+        assert_eq!(c.path_port(1), Some(dead));
+        assert_ne!(port, dead);
     }
 }

@@ -148,6 +148,12 @@ impl TxPath {
         crate::psn::seq_diff(self.inflight.una(), self.peer_cum) > 0
     }
 
+    /// Whether this path, on the port `dead` of a path retired as dead, has
+    /// just finished a health epoch there ([MR-PATH-12]).
+    pub(crate) fn dead_port_alive(&self, dead: u16) -> bool {
+        dead != 0 && self.sport == dead && self.consecutive_rto == 0
+    }
+
     /// Whether the path's last timeout declared `psn` lost ([`Self::timeout_end`]).
     pub(crate) fn lost_by_timeout(&self, psn: u32) -> bool {
         self.timeout_end
