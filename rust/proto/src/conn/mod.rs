@@ -235,6 +235,8 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     /// The source port of the last path retired as dead, tried again later
     /// ([MR-PATH-12]).
     dead_port: path_health::DeadPort,
+    /// Health epochs judged since the last rebalancing ([MR-PATH-13]).
+    judged: u32,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
     /// QPs whose in-order delivery may progress since the last delivery pass.
@@ -351,6 +353,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             loss_detections: 0,
             undo: Default::default(),
             dead_port: Default::default(),
+            judged: 0,
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
             deliver: PendingDelivery::None,
@@ -396,6 +399,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             loss_detections: 0,
             undo: Default::default(),
             dead_port: Default::default(),
+            judged: 0,
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
             deliver: PendingDelivery::None,
@@ -445,6 +449,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.loss_detections = 0;
         self.undo = Default::default();
         self.dead_port = Default::default();
+        self.judged = 0;
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);
         self.deliver = PendingDelivery::None;

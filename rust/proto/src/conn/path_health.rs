@@ -33,6 +33,7 @@ use super::store::QpStore;
 use super::Connection;
 use crate::cc::CongestionControl;
 use crate::path::PathStats;
+use crate::Instant;
 
 /// Packets a path sends between two judgements.
 pub(crate) const HEALTH_EPOCH: u64 = 512;
@@ -49,6 +50,12 @@ pub(crate) const WORSE_EPOCHS: u8 = 2;
 pub(crate) const PROBE_AFTER: u64 = 2 * HEALTH_EPOCH;
 /// Doublings of [`PROBE_AFTER`] after tries that found the port still dead.
 pub(crate) const PROBE_MAX_SHIFT: u8 = 2;
+
+/// Health epochs judged, per path, between two rebalancings ([MR-PATH-13]).
+pub(crate) const REBALANCE_EPOCHS: u32 = 1;
+/// How many times as long as the quickest path's the slowest path's last epoch
+/// took (per packet) when a rebalancing moves it, as a fraction.
+pub(crate) const REBALANCE_FACTOR: (u64, u64) = (7, 5);
 
 /// The source port of the last path retired as dead, and when to try it again
 /// ([MR-PATH-12]).
@@ -93,15 +100,16 @@ fn lower(a_bad: u64, a_sent: u64, b_bad: u64, b_sent: u64) -> bool {
 
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Judges every path whose epoch is over; retires those that stayed worse.
-    pub(crate) fn check_path_health(&mut self) {
+    pub(crate) fn check_path_health(&mut self, now: Instant) {
         let n = usize::from(self.cfg.paths).min(self.paths.len());
         if n < 2 {
             return;
         }
         for i in 0..n {
-            let Some(p) = self.paths.get(i) else {
+            let Some(p) = self.paths.get_mut(i) else {
                 return;
             };
+            let since = *p.health.since.get_or_insert(now);
             let sent = p.stats.sent.saturating_sub(p.health.sent);
             if sent < HEALTH_EPOCH {
                 continue;
@@ -126,10 +134,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     && x(here, bs, 1) >= x(WORSE_FACTOR, bb, sent)
                     && x(here, HEALTH_EPOCH, 1) >= x(WORSE_FACTOR, FLOOR_PER_EPOCH, sent)
             });
+            self.judged = self.judged.saturating_add(1);
             let Some(p) = self.paths.get_mut(i) else {
                 return;
             };
             p.health.last = (here, sent);
+            p.health.last_ns = now.nanos_since(since);
+            p.health.since = Some(now);
             p.health.sent = p.stats.sent;
             p.health.bad = bad(&p.stats);
             p.health.worse = if worse {
@@ -146,6 +157,47 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
         }
         self.try_dead_port(n);
+        if self.judged >= REBALANCE_EPOCHS.saturating_mul(n as u32) {
+            self.judged = 0;
+            self.rebalance(n);
+        }
+    }
+
+    /// Moves the path whose last epoch took longest for its packets to a new
+    /// port when it took [`REBALANCE_FACTOR`] times as long as the quickest
+    /// path's ([MR-PATH-13]): its link carries more of the connection's paths, or
+    /// other traffic, while some link may carry none of them.
+    fn rebalance(&mut self, n: usize) {
+        // (path, ns, packets) of the slowest and of the quickest.
+        let mut slow: Option<(usize, u64, u64)> = None;
+        let mut quick: Option<(u64, u64)> = None;
+        for (i, p) in self.paths.iter().enumerate().take(n) {
+            let (ns, s) = (p.health.last_ns, p.health.last.1);
+            if ns == 0 || s == 0 {
+                // No epoch on its port yet (just moved, or dead): left out.
+                continue;
+            }
+            if slow.is_none_or(|(_, a, b)| lower(a, b, ns, s)) {
+                slow = Some((i, ns, s));
+            }
+            if quick.is_none_or(|(a, b)| lower(ns, s, a, b)) {
+                quick = Some((ns, s));
+            }
+        }
+        let (Some((i, sn, ss)), Some((qn, qs))) = (slow, quick) else {
+            return;
+        };
+        // sn / ss >= (REBALANCE_FACTOR.0 / REBALANCE_FACTOR.1) * qn / qs
+        let (num, den) = REBALANCE_FACTOR;
+        let crowded = u128::from(sn)
+            .saturating_mul(u128::from(qs))
+            .saturating_mul(u128::from(den))
+            >= u128::from(qn)
+                .saturating_mul(u128::from(ss))
+                .saturating_mul(u128::from(num));
+        if crowded {
+            self.retire_path(i, false);
+        }
     }
 
     /// Packets sent on all paths so far.
@@ -223,7 +275,7 @@ mod tests {
             assert_eq!(c.paths[0].stats.retired, 0, "round {round}");
             epoch(&mut c, 0, 20);
             epoch(&mut c, 1, 1);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         assert_eq!(c.paths[0].stats.retired, 1);
         assert_ne!(c.path_port(0), port);
@@ -250,20 +302,20 @@ mod tests {
         for _ in 0..8 {
             epoch(&mut c, 0, 20);
             epoch(&mut c, 1, 12);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         // Few losses, or one path, never.
         for _ in 0..8 {
             epoch(&mut c, 0, MIN_BAD - 1);
             epoch(&mut c, 1, 0);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         assert_eq!(c.paths[0].stats.retired + c.paths[1].stats.retired, 0);
         let mut one = Connection::new(Config::new(1), Instant::ZERO, 7);
         one.cfg.paths = 1;
         for _ in 0..4 {
             epoch(&mut one, 0, 100);
-            one.check_path_health();
+            one.check_path_health(Instant::ZERO);
         }
         assert_eq!(one.paths[0].stats.retired, 0);
     }
@@ -287,7 +339,7 @@ mod tests {
             epoch(&mut c, 0, 0);
             epoch(&mut c, 1, MIN_BAD - 1);
             since += 2 * HEALTH_EPOCH;
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
             assert_ne!(c.path_port(0), Some(dead));
             if c.path_port(1) == Some(dead) {
                 gaps[tries] = since;
@@ -313,10 +365,59 @@ mod tests {
         for _ in 0..16 {
             epoch(&mut c, 0, 0);
             epoch(&mut c, 1, 0);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         assert_eq!(c.dead_port, DeadPort::default());
         assert_eq!(c.path_port(1), Some(dead));
         assert_ne!(port, dead);
+    }
+
+    // spec: MR-PATH-13
+    #[test]
+    fn the_slowest_path_moves_when_much_slower() {
+        big(the_slowest_path_moves_when_much_slower_);
+    }
+
+    fn the_slowest_path_moves_when_much_slower_() {
+        let ms = |t: u64| Instant::from_nanos(t * 1_000_000);
+        let mut cfg = Config::new(1);
+        cfg.paths = 4;
+        let mut c = Connection::new(cfg, Instant::ZERO, 7);
+        let ports: [_; 4] = core::array::from_fn(|i| c.path_port(i));
+        // Epochs start at the first ACK and are timed.
+        c.check_path_health(ms(10));
+        for i in 0..4 {
+            epoch(&mut c, i, 0);
+        }
+        c.check_path_health(ms(110));
+        assert!((0..4).all(|i| c.paths[i].health.last_ns == 100_000_000));
+        // Path 3's epoch took 1.3 times as long as the others' (3 paths on its
+        // link against 2): under the factor, nothing moves.
+        let set = |c: &mut Connection, ns: [u64; 4]| {
+            for (i, n) in ns.into_iter().enumerate() {
+                c.paths[i].health.last = (0, HEALTH_EPOCH);
+                c.paths[i].health.last_ns = n;
+            }
+        };
+        set(&mut c, [100, 100, 110, 130]);
+        c.rebalance(4);
+        assert_eq!(ports, core::array::from_fn(|i| c.path_port(i)));
+        // Twice as long (a link for 2 paths against one for 1): it moves, with
+        // its window; a path without an epoch on its port is left out.
+        let window = c.cc().path_window(3);
+        set(&mut c, [0, 100, 110, 200]);
+        c.rebalance(4);
+        assert_ne!(c.path_port(3), ports[3]);
+        assert_eq!(c.cc().path_window(3), window);
+        assert_eq!(c.paths[3].stats.retired, 1);
+        assert_eq!(
+            ports[..3],
+            core::array::from_fn::<_, 3, _>(|i| c.path_port(i))
+        );
+        // Alone, a path is never compared.
+        set(&mut c, [0, 0, 0, 500]);
+        let now: [_; 4] = core::array::from_fn(|i| c.path_port(i));
+        c.rebalance(4);
+        assert_eq!(now, core::array::from_fn(|i| c.path_port(i)));
     }
 }

@@ -52,6 +52,10 @@ pub(crate) struct Health {
     pub(crate) worse: u8,
     /// Its last epoch's bad packets and packets sent ((0, 0): none yet).
     pub(crate) last: (u64, u64),
+    /// When the current epoch began (the first ACK after the path got its port).
+    pub(crate) since: Option<Instant>,
+    /// How long its last epoch took, in nanoseconds (0: none yet) ([MR-PATH-13]).
+    pub(crate) last_ns: u64,
 }
 
 /// Sender-side state of one path.
