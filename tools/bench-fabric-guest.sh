@@ -65,13 +65,13 @@ series() {
 		{ pt = $1; for (i = 1; i <= k; i++) prev[i] = $(i + 1) }' "$LOG/$name.samples"
 }
 
-# paths WHEN: the driver's per-path state, where it has it (debugfs, issue 33 part 2).
-paths() {
-	local d
-	for d in /sys/kernel/debug/metaroce/*/paths; do
-		[ -e "$d" ] || return 0
-		sed "s|^|# paths $1 $(basename "$(dirname "$d")"): |" "$d"
-	done
+# paths_save WHEN: the driver's per-path state (debugfs) into $LOG/paths-WHEN, with
+# one process (under TCG every process start while perftest polls costs tenths of a
+# second: the blackhole's timing must not wait for it); paths_print WHEN prints it.
+paths_save() { grep -H . /sys/kernel/debug/metaroce/*/paths > "$LOG/paths-$1" 2>/dev/null; }
+paths_print() {
+	[ -s "$LOG/paths-$1" ] || return 0
+	sed "s|^/sys/kernel/debug/metaroce/\([^/]*\)/paths:|# paths $1 \1: |" "$LOG/paths-$1"
 }
 
 # bw CELL DRIVER LINKS ARGS...: one ib_write_bw 64 KiB from s1 to d1 over LINKS links;
@@ -169,23 +169,25 @@ cell_blackhole() {
 		done
 		[ -n "$t_data" ] || t_data=$EPOCHREALTIME
 		before=$(fabric_links_tx)
-		sleep 1.5
+		sleep 1
 		after=$(fabric_links_tx)
 		# The link carrying most of it.
 		link=$(paste <(echo "$before" | tr ' ' '\n') <(echo "$after" | tr ' ' '\n') |
 			awk '{ d = $2 - $1; if (d > m) { m = d; b = NR } } END { print b + 0 }')
 		[ "$link" -ge 1 ] || link=1
-		[ "$drv" = metaroce ] && paths before
-		# 2 s after the data started.
+		[ "$drv" = metaroce ] && paths_save before
+		# 2 s after the data started (the sleep absorbs the dump's time).
 		sleep "$(awk -v d="$t_data" -v n="$EPOCHREALTIME" 'BEGIN { s = d + 2 - n; printf "%.3f", (s > 0 ? s : 0) }')"
 		# The fault's time: r1's end (the data direction) is the first tc command.
 		t_fault=$EPOCHREALTIME
 		fabric_link_impair "$link" loss 100%
+		echo "INFO|blackhole $drv fault_after_data|$(awk -v f="$t_fault" -v d="$t_data" 'BEGIN { printf "%.3f", f - d }')"
 		sleep 3
-		[ "$drv" = metaroce ] && paths "after"
+		[ "$drv" = metaroce ] && paths_save after
 		fabric_perf_wait || echo "# blackhole $drv: perftest failed: $(tail -3 "$LOG/cli" | tr '\n' ' ')"
 		kill_sampler
 		fabric_link_clear "$link"
+		[ "$drv" = metaroce ] && { paths_save end; paths_print before; paths_print after; paths_print end; }
 		echo "INFO|blackhole $drv fault_t|$(awk -v f="$t_fault" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"
 		echo "INFO|blackhole $drv link|l$link"
 		echo "INFO|blackhole $drv data_t|$(awk -v f="$t_data" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"

@@ -153,7 +153,9 @@ def main():
                 if steady is not None:
                     s += f", steady after {steady:.1f} ({100 * steady / before:.0f}%)"
                 s += f", recovered in {rec:.1f} s" if rec is not None else ', not recovered'
-                notes.append(s + f" ({info.get(f'blackhole {drv} link', '?')} at t={fault:.1f} s)")
+                late = num(info.get(f'blackhole {drv} fault_after_data'))
+                late = f", {late:.1f} s after the first data" if late is not None else ''
+                notes.append(s + f" ({info.get(f'blackhole {drv} link', '?')} at t={fault:.1f} s{late})")
         print(f"| {cell} | {row[0]} | {row[1]} | {mbs(k * rate):.2f} MB/s | | | {'; '.join(notes)} |")
     # Incast.
     for cell, d in by.items():

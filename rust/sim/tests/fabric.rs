@@ -17,6 +17,11 @@ use metaroce_sim::workload::FlowSpec;
 
 /// Goodput in Mbit/s of 16 MiB of WRITEs over `k` links, with `conn_beta`.
 fn run(k: usize, conn_beta: u32, seed: u64) -> f64 {
+    run_mib(k, conn_beta, seed, 16)
+}
+
+/// Goodput in Mbit/s of `mib` MiB of WRITEs over `k` links, with `conn_beta`.
+fn run_mib(k: usize, conn_beta: u32, seed: u64, mib: usize) -> f64 {
     let mbit = 1_000_000u64;
     let mut l = fabric_link(20 * mbit, 300 * US);
     // fq_codel's 5 ms target at 20 Mbit/s.
@@ -40,7 +45,7 @@ fn run(k: usize, conn_beta: u32, seed: u64) -> f64 {
     c.ack_every = 8;
     c.ack_delay_ns = 2_000_000;
     let mut w = build_world(net, Transport::Meta(HostConfig::new(c)), seed);
-    w.add_flow(FlowSpec::writes(0, 1, 16, 1 << 20, true));
+    w.add_flow(FlowSpec::writes(0, 1, mib, 1 << 20, true));
     let r = scenario::finish_run(&mut w);
     assert!(
         r.error.is_none() && r.failed_flows == 0 && r.check_errors == 0,
@@ -55,8 +60,9 @@ fn run(k: usize, conn_beta: u32, seed: u64) -> f64 {
         .map(|i| w.net.core_link(i, 0).stats.bytes >> 20)
         .collect();
     let mbps = r.goodput_gbps() * 1000.0;
+
     std::println!(
-        "K={k} conn_beta={conn_beta} seed {seed}: {mbps:.1} Mbit/s, MiB per link {mib:?}, paths on links {links:?}"
+        "K={k} conn_beta={conn_beta} seed {seed}: {mbps:.1} Mbit/s, MiB per link {mib:?}, paths on links {links:?}, {} moves", r.paths_retired
     );
     mbps
 }
@@ -79,5 +85,29 @@ fn one_connection_fills_four_marking_links() {
         // held the same connection well below that.
         let old = run(4, 819, 2);
         assert!(old < 3.0 * one, "conn_beta 819: {old:.1} Mbit/s");
+    })
+}
+
+// spec: MR-PATH-14, MR-CC-16
+#[test]
+fn paths_move_off_crowded_links() {
+    with_stack(|| {
+        // Long enough runs for the moves: 48 MiB, about 6 s on 4 links.
+        let one = run_mib(1, 1024, 1, 48);
+        let mut sum = 0.0;
+        for seed in 1..9 {
+            let four = run_mib(4, 1024, seed, 48);
+            // Seeds 1 and 8 start with a link without a path (3 links' worth,
+            // 3.0 times one link) and stay there without the moves; moves must
+            // never cost more than they win.
+            assert!(four > 2.9 * one, "seed {seed}: {four:.1} Mbit/s");
+            sum += four;
+        }
+        // 3.73 without the moves ([MR-PATH-14]); 3.8 or more with them.
+        assert!(
+            sum / 8.0 > 3.7 * one,
+            "mean {:.2} times one link",
+            sum / 8.0 / one
+        );
     })
 }

@@ -39,7 +39,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 self.on_ack_block(now, &b, delay);
             }
         }
-        self.check_path_health();
+        self.check_path_health(now);
         Ok(())
     }
 

@@ -234,6 +234,11 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     loss_detections: u32,
     /// Path timeouts that duplicates may yet prove spurious.
     undo: undo::TimeoutUndo,
+    /// The source port of the last path retired as dead, tried again later
+    /// ([MR-PATH-13]).
+    dead_port: path_health::DeadPort,
+    /// Health epochs judged since the last rebalancing ([MR-PATH-14]).
+    judged: u32,
     rnr_wakeup: Option<Instant>,
     naks: [Option<Nak>; MAX_PENDING_NAKS],
     /// QPs whose in-order delivery may progress since the last delivery pass.
@@ -350,6 +355,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             consecutive_rto: 0,
             loss_detections: 0,
             undo: Default::default(),
+            dead_port: Default::default(),
+            judged: 0,
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
             deliver: PendingDelivery::None,
@@ -395,6 +402,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             consecutive_rto: 0,
             loss_detections: 0,
             undo: Default::default(),
+            dead_port: Default::default(),
+            judged: 0,
             rnr_wakeup: None,
             naks: [None; MAX_PENDING_NAKS],
             deliver: PendingDelivery::None,
@@ -444,6 +453,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.consecutive_rto = 0;
         self.loss_detections = 0;
         self.undo = Default::default();
+        self.dead_port = Default::default();
+        self.judged = 0;
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);
         self.deliver = PendingDelivery::None;
@@ -925,6 +936,17 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     //= Documentation/metaroce/spec.rst#path-retirement
     pub(crate) fn retire_path(&mut self, i: usize, reset_window: bool) {
         let port = self.fresh_port();
+        self.move_path(i, port, reset_window);
+    }
+
+    /// Moves path `i` to source port `port` as [`retire_path`](Self::retire_path) does.
+    pub(crate) fn move_path(&mut self, i: usize, port: u16, reset_window: bool) {
+        if reset_window {
+            if let Some(p) = self.paths.get(i) {
+                let sent = self.packets_sent();
+                self.dead_port.on_dead(p.sport, sent);
+            }
+        }
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };

@@ -18,12 +18,22 @@
 //! another path finished an epoch. A path that lands on a bad link again is
 //! moved again two epochs later.
 //!
+//! A link that failed may come back, and nothing tells the sender: its paths
+//! were moved off it to random ports, and random ports return to it only by
+//! chance. So the port of the last path retired as dead ([MR-PATH-5]) is tried
+//! again ([MR-PATH-13]) after the connection sent [`PROBE_AFTER`] more packets:
+//! the path that did worst in its last epoch moves to it, keeping its window.
+//! If the link is still dead, that path times out and is retired again, and the
+//! next try waits twice as long (at most [`PROBE_MAX_SHIFT`] doublings); once a
+//! path on the port finishes a health epoch, the port is alive again.
+//!
 //= Documentation/metaroce/spec.rst#path-retirement
 
 use super::store::QpStore;
 use super::Connection;
 use crate::cc::CongestionControl;
 use crate::path::PathStats;
+use crate::Instant;
 
 /// Packets a path sends between two judgements.
 pub(crate) const HEALTH_EPOCH: u64 = 512;
@@ -35,6 +45,47 @@ pub(crate) const WORSE_FACTOR: u64 = 4;
 pub(crate) const FLOOR_PER_EPOCH: u64 = 1;
 /// Worse epochs in a row that retire a path.
 pub(crate) const WORSE_EPOCHS: u8 = 2;
+
+/// Packets the connection sends before it tries a dead path's port again.
+pub(crate) const PROBE_AFTER: u64 = 2 * HEALTH_EPOCH;
+/// Doublings of [`PROBE_AFTER`] after tries that found the port still dead.
+pub(crate) const PROBE_MAX_SHIFT: u8 = 2;
+
+/// Health epochs judged, per path, between two rebalancings ([MR-PATH-14]).
+pub(crate) const REBALANCE_EPOCHS: u32 = 1;
+/// How many times as long as the quickest path's the slowest path's last epoch
+/// took (per packet) when a rebalancing moves it, as a fraction.
+pub(crate) const REBALANCE_FACTOR: (u64, u64) = (7, 5);
+
+/// The source port of the last path retired as dead, and when to try it again
+/// ([MR-PATH-13]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct DeadPort {
+    /// The port (0: none).
+    pub(crate) port: u16,
+    /// The connection's packet count at which to try it; `None` while a path
+    /// is on it.
+    pub(crate) due: Option<u64>,
+    /// Tries that found it dead, in a row.
+    pub(crate) shift: u8,
+}
+
+impl DeadPort {
+    /// A path on `port` was retired as dead when the connection had sent `sent`
+    /// packets.
+    pub(crate) fn on_dead(&mut self, port: u16, sent: u64) {
+        let shift = if port == self.port && self.port != 0 {
+            self.shift.saturating_add(1).min(PROBE_MAX_SHIFT)
+        } else {
+            0
+        };
+        *self = DeadPort {
+            port,
+            due: Some(sent.saturating_add(PROBE_AFTER << shift)),
+            shift,
+        };
+    }
+}
 
 /// A path's bad packets so far: declared lost by SACK, or ECN-CE marked.
 pub(crate) fn bad(s: &PathStats) -> u64 {
@@ -49,15 +100,16 @@ fn lower(a_bad: u64, a_sent: u64, b_bad: u64, b_sent: u64) -> bool {
 
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Judges every path whose epoch is over; retires those that stayed worse.
-    pub(crate) fn check_path_health(&mut self) {
+    pub(crate) fn check_path_health(&mut self, now: Instant) {
         let n = usize::from(self.cfg.paths).min(self.paths.len());
         if n < 2 {
             return;
         }
         for i in 0..n {
-            let Some(p) = self.paths.get(i) else {
+            let Some(p) = self.paths.get_mut(i) else {
                 return;
             };
+            let since = *p.health.since.get_or_insert(now);
             let sent = p.stats.sent.saturating_sub(p.health.sent);
             if sent < HEALTH_EPOCH {
                 continue;
@@ -82,10 +134,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     && x(here, bs, 1) >= x(WORSE_FACTOR, bb, sent)
                     && x(here, HEALTH_EPOCH, 1) >= x(WORSE_FACTOR, FLOOR_PER_EPOCH, sent)
             });
+            self.judged = self.judged.saturating_add(1);
             let Some(p) = self.paths.get_mut(i) else {
                 return;
             };
             p.health.last = (here, sent);
+            p.health.last_ns = now.nanos_since(since);
+            p.health.since = Some(now);
             p.health.sent = p.stats.sent;
             p.health.bad = bad(&p.stats);
             p.health.worse = if worse {
@@ -93,10 +148,91 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             } else {
                 0
             };
+            if p.dead_port_alive(self.dead_port.port) {
+                // A whole epoch on the port that died: it lives again.
+                self.dead_port = DeadPort::default();
+            }
             if p.health.worse >= WORSE_EPOCHS {
                 self.retire_path(i, false);
             }
         }
+        self.try_dead_port(n);
+        if self.judged >= REBALANCE_EPOCHS.saturating_mul(n as u32) {
+            self.judged = 0;
+            self.rebalance(n);
+        }
+    }
+
+    /// Moves the path whose last epoch took longest for its packets to a new
+    /// port when it took [`REBALANCE_FACTOR`] times as long as the quickest
+    /// path's ([MR-PATH-14]): its link carries more of the connection's paths, or
+    /// other traffic, while some link may carry none of them.
+    fn rebalance(&mut self, n: usize) {
+        // (path, ns, packets) of the slowest and of the quickest.
+        let mut slow: Option<(usize, u64, u64)> = None;
+        let mut quick: Option<(u64, u64)> = None;
+        for (i, p) in self.paths.iter().enumerate().take(n) {
+            let (ns, s) = (p.health.last_ns, p.health.last.1);
+            if ns == 0 || s == 0 {
+                // No epoch on its port yet (just moved, or dead): left out.
+                continue;
+            }
+            if slow.is_none_or(|(_, a, b)| lower(a, b, ns, s)) {
+                slow = Some((i, ns, s));
+            }
+            if quick.is_none_or(|(a, b)| lower(ns, s, a, b)) {
+                quick = Some((ns, s));
+            }
+        }
+        let (Some((i, sn, ss)), Some((qn, qs))) = (slow, quick) else {
+            return;
+        };
+        // sn / ss >= (REBALANCE_FACTOR.0 / REBALANCE_FACTOR.1) * qn / qs
+        let (num, den) = REBALANCE_FACTOR;
+        let crowded = u128::from(sn)
+            .saturating_mul(u128::from(qs))
+            .saturating_mul(u128::from(den))
+            >= u128::from(qn)
+                .saturating_mul(u128::from(ss))
+                .saturating_mul(u128::from(num));
+        if crowded {
+            self.retire_path(i, false);
+        }
+    }
+
+    /// Packets sent on all paths so far.
+    pub(crate) fn packets_sent(&self) -> u64 {
+        self.paths
+            .iter()
+            .take(usize::from(self.cfg.paths))
+            .fold(0u64, |t, p| t.saturating_add(p.stats.sent))
+    }
+
+    /// Moves the path that did worst in its last epoch onto the dead port once
+    /// its try is due ([MR-PATH-13]).
+    fn try_dead_port(&mut self, n: usize) {
+        let d = self.dead_port;
+        let Some(due) = d.due else {
+            return;
+        };
+        if d.port == 0 || self.packets_sent() < due {
+            return;
+        }
+        if self.paths.iter().take(n).any(|p| p.sport == d.port) {
+            // A path drew it again by chance: it is being tried.
+            self.dead_port.due = None;
+            return;
+        }
+        // The worst share of bad packets; the first path if none had any.
+        let mut worst: (usize, u64, u64) = (0, 0, 1);
+        for (i, p) in self.paths.iter().enumerate().take(n) {
+            let (b, s) = p.health.last;
+            if s > 0 && lower(worst.1, worst.2, b, s) {
+                worst = (i, b, s);
+            }
+        }
+        self.dead_port.due = None;
+        self.move_path(worst.0, d.port, false);
     }
 }
 
@@ -139,7 +275,7 @@ mod tests {
             assert_eq!(c.paths[0].stats.retired, 0, "round {round}");
             epoch(&mut c, 0, 20);
             epoch(&mut c, 1, 1);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         assert_eq!(c.paths[0].stats.retired, 1);
         assert_ne!(c.path_port(0), port);
@@ -166,21 +302,122 @@ mod tests {
         for _ in 0..8 {
             epoch(&mut c, 0, 20);
             epoch(&mut c, 1, 12);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         // Few losses, or one path, never.
         for _ in 0..8 {
             epoch(&mut c, 0, MIN_BAD - 1);
             epoch(&mut c, 1, 0);
-            c.check_path_health();
+            c.check_path_health(Instant::ZERO);
         }
         assert_eq!(c.paths[0].stats.retired + c.paths[1].stats.retired, 0);
         let mut one = Connection::new(Config::new(1), Instant::ZERO, 7);
         one.cfg.paths = 1;
         for _ in 0..4 {
             epoch(&mut one, 0, 100);
-            one.check_path_health();
+            one.check_path_health(Instant::ZERO);
         }
         assert_eq!(one.paths[0].stats.retired, 0);
+    }
+
+    // spec: MR-PATH-13
+    #[test]
+    fn a_dead_port_is_tried_again_with_backoff() {
+        big(a_dead_port_is_tried_again_with_backoff_);
+    }
+
+    fn a_dead_port_is_tried_again_with_backoff_() {
+        let mut c = conn();
+        let dead = c.path_port(0).unwrap();
+        c.retire_path(0, true);
+        assert_ne!(c.path_port(0), Some(dead));
+        // Path 1 does worse than path 0 and takes the port once it is due.
+        let mut tries = 0;
+        let mut gaps = [0u64; 4];
+        let mut since = 0;
+        for _ in 0..64 {
+            epoch(&mut c, 0, 0);
+            epoch(&mut c, 1, MIN_BAD - 1);
+            since += 2 * HEALTH_EPOCH;
+            c.check_path_health(Instant::ZERO);
+            assert_ne!(c.path_port(0), Some(dead));
+            if c.path_port(1) == Some(dead) {
+                gaps[tries] = since;
+                tries += 1;
+                since = 0;
+                // Still dead: the try times out and the path is retired again.
+                c.retire_path(1, true);
+                if tries == gaps.len() {
+                    break;
+                }
+            }
+        }
+        assert_eq!(tries, gaps.len(), "tries at {gaps:?}");
+        assert_eq!(gaps[0], PROBE_AFTER.max(2 * HEALTH_EPOCH));
+        assert!(gaps[1] > gaps[0] && gaps[2] > gaps[1], "{gaps:?}");
+        assert_eq!(gaps[3], gaps[2], "the backoff is bounded: {gaps:?}");
+        assert_eq!(gaps[2], PROBE_AFTER << PROBE_MAX_SHIFT);
+        // Alive: after a whole epoch on the port, it is not tried again.
+        let port = c.path_port(1).unwrap();
+        c.dead_port = DeadPort::default();
+        c.move_path(1, dead, false);
+        c.dead_port.port = dead;
+        for _ in 0..16 {
+            epoch(&mut c, 0, 0);
+            epoch(&mut c, 1, 0);
+            c.check_path_health(Instant::ZERO);
+        }
+        assert_eq!(c.dead_port, DeadPort::default());
+        assert_eq!(c.path_port(1), Some(dead));
+        assert_ne!(port, dead);
+    }
+
+    // spec: MR-PATH-14
+    #[test]
+    fn the_slowest_path_moves_when_much_slower() {
+        big(the_slowest_path_moves_when_much_slower_);
+    }
+
+    fn the_slowest_path_moves_when_much_slower_() {
+        let ms = |t: u64| Instant::from_nanos(t * 1_000_000);
+        let mut cfg = Config::new(1);
+        cfg.paths = 4;
+        let mut c = Connection::new(cfg, Instant::ZERO, 7);
+        let ports: [_; 4] = core::array::from_fn(|i| c.path_port(i));
+        // Epochs start at the first ACK and are timed.
+        c.check_path_health(ms(10));
+        for i in 0..4 {
+            epoch(&mut c, i, 0);
+        }
+        c.check_path_health(ms(110));
+        assert!((0..4).all(|i| c.paths[i].health.last_ns == 100_000_000));
+        // Path 3's epoch took 1.3 times as long as the others' (3 paths on its
+        // link against 2): under the factor, nothing moves.
+        let set = |c: &mut Connection, ns: [u64; 4]| {
+            for (i, n) in ns.into_iter().enumerate() {
+                c.paths[i].health.last = (0, HEALTH_EPOCH);
+                c.paths[i].health.last_ns = n;
+            }
+        };
+        set(&mut c, [100, 100, 110, 130]);
+        c.rebalance(4);
+        assert_eq!(ports, core::array::from_fn(|i| c.path_port(i)));
+        // Twice as long (a link for 2 paths against one for 1): it moves, with
+        // its window; a path without an epoch on its port is left out.
+        let window = c.cc().path_window(3);
+        set(&mut c, [0, 100, 110, 200]);
+        c.rebalance(4);
+        assert_ne!(c.path_port(3), ports[3]);
+        assert_eq!(c.cc().path_window(3), window);
+        assert_eq!(c.paths[3].stats.retired, 1);
+        assert_eq!(
+            ports[..3],
+            core::array::from_fn::<_, 3, _>(|i| c.path_port(i))
+        );
+        // Alone, a path is never compared.
+        set(&mut c, [0, 0, 0, 500]);
+        let now: [_; 4] = core::array::from_fn(|i| c.path_port(i));
+        c.rebalance(4);
+        assert_eq!(now, core::array::from_fn(|i| c.path_port(i)));
     }
 }

@@ -52,6 +52,10 @@ pub(crate) struct Health {
     pub(crate) worse: u8,
     /// Its last epoch's bad packets and packets sent ((0, 0): none yet).
     pub(crate) last: (u64, u64),
+    /// When the current epoch began (the first ACK after the path got its port).
+    pub(crate) since: Option<Instant>,
+    /// How long its last epoch took, in nanoseconds (0: none yet) ([MR-PATH-14]).
+    pub(crate) last_ns: u64,
 }
 
 /// Sender-side state of one path.
@@ -146,6 +150,12 @@ impl TxPath {
     /// already resolved (abandoned holes): a `PATH_FLOOR` would advance it.
     pub(crate) fn floor_needed(&self) -> bool {
         crate::psn::seq_diff(self.inflight.una(), self.peer_cum) > 0
+    }
+
+    /// Whether this path, on the port `dead` of a path retired as dead, has
+    /// just finished a health epoch there ([MR-PATH-13]).
+    pub(crate) fn dead_port_alive(&self, dead: u16) -> bool {
+        dead != 0 && self.sport == dead && self.consecutive_rto == 0
     }
 
     /// Whether the path's last timeout declared `psn` lost ([`Self::timeout_end`]).
