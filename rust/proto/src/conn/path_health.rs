@@ -171,7 +171,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // (path, ns, packets) of the slowest and of the quickest.
         let mut slow: Option<(usize, u64, u64)> = None;
         let mut quick: Option<(u64, u64)> = None;
-        for (i, p) in self.paths.iter().enumerate().take(n) {
+        for i in 0..n {
+            let Some(p) = self.paths.get(i) else {
+                break;
+            };
             let (ns, s) = (p.health.last_ns, p.health.last.1);
             if ns == 0 || s == 0 {
                 // No epoch on its port yet (just moved, or dead): left out.
@@ -202,10 +205,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
 
     /// Packets sent on all paths so far.
     pub(crate) fn packets_sent(&self) -> u64 {
-        self.paths
-            .iter()
-            .take(usize::from(self.cfg.paths))
-            .fold(0u64, |t, p| t.saturating_add(p.stats.sent))
+        // Here and below, plain loops (over indices where the index is needed): in
+        // the overflow-checked kernel build the counters of `Take::try_fold` (behind
+        // `fold`, `any`) and of `Enumerate` are not proven not to wrap, which leaves
+        // panic paths (kcheck/no-panic.sh).
+        let mut total = 0u64;
+        for p in self.paths.iter().take(usize::from(self.cfg.paths)) {
+            total = total.saturating_add(p.stats.sent);
+        }
+        total
     }
 
     /// Moves the path that did worst in its last epoch onto the dead port once
@@ -218,14 +226,19 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if d.port == 0 || self.packets_sent() < due {
             return;
         }
-        if self.paths.iter().take(n).any(|p| p.sport == d.port) {
-            // A path drew it again by chance: it is being tried.
-            self.dead_port.due = None;
-            return;
+        for p in self.paths.iter().take(n) {
+            if p.sport == d.port {
+                // A path drew it again by chance: it is being tried.
+                self.dead_port.due = None;
+                return;
+            }
         }
         // The worst share of bad packets; the first path if none had any.
         let mut worst: (usize, u64, u64) = (0, 0, 1);
-        for (i, p) in self.paths.iter().enumerate().take(n) {
+        for i in 0..n {
+            let Some(p) = self.paths.get(i) else {
+                break;
+            };
             let (b, s) = p.health.last;
             if s > 0 && lower(worst.1, worst.2, b, s) {
                 worst = (i, b, s);
