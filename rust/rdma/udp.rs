@@ -208,10 +208,11 @@ impl<'a> Received<'a> {
     /// Keeps the datagram beyond the callback, e.g. to queue it for a work item.
     pub fn into_owned(self) -> OwnedDatagram {
         if self.seg.is_none() {
-            // SAFETY: The skb is ours. Its route may be a reference the receive path
-            // does not hold beyond the RCU section (`skb_dst_set_noref`); it is not
-            // needed any more, so drop it before the buffer outlives the section. (A
-            // shared GSO buffer's was dropped before it was shared.)
+            // Its route may be a reference the receive path does not hold beyond the
+            // RCU section (`skb_dst_set_noref`); it is not needed any more, so drop it
+            // before the buffer outlives the section. (A shared GSO buffer's was
+            // dropped before it was shared.)
+            // SAFETY: The skb is ours and not shared.
             unsafe { bindings::metaroce_skb_dst_drop(self.skb.as_raw()) };
         }
         OwnedDatagram {
