@@ -24,6 +24,8 @@ MROCE_TYPE=metaroce IPA=198.18.0.1 IPB=198.18.0.2 TO=180 PORT=19500
 LOG=$(mktemp -d)
 trap perftest_cleanup EXIT
 
+data_flows() { [ "$(counter mroce1 tx_data)" -gt $((SENT_BEFORE + 50)) ]; }
+
 # start_traffic TOOL ARGS...: TOOL's server on mroce0 in $NSA and its client on mroce1
 # in $NSB, in the background (SRV and CLI are their PIDs), once data flows.
 start_traffic() {
@@ -39,9 +41,8 @@ start_traffic() {
 		> "$LOG/cli" 2>&1 &
 	CLI=$!
 	# Data flows once the client's device has sent some.
-	local before
-	before=$(ip netns exec "$NSB" rdma statistic show link mroce1/1 | tr -s ' ' '\n' | grep -A1 -x tx_data | tail -1)
-	busywait 30000 sh -c "[ \$(ip netns exec $NSB rdma statistic show link mroce1/1 | tr -s ' ' '\n' | grep -A1 -x tx_data | tail -1) -gt $((before + 50)) ]" ||
+	SENT_BEFORE=$(counter mroce1 tx_data)
+	busywait 30000 data_flows ||
 		{ fail "$tool moved no data"; sed 's/^/#   cli: /' "$LOG/cli" | tail -5; return 1; }
 }
 
@@ -82,9 +83,9 @@ healthy() {
 		cleanup_devices_and_ns
 		perftest_setup || { fail "re-creating the devices failed"; return 1; }
 	fi
-	busywait 20000 sh -c "[ \$(rdma resource show qp 2>/dev/null | grep -c 'type RC') -eq 0 ]" ||
+	busywait 20000 no_rc_qps ||
 		{ fail "RC QPs left: $(rdma resource show qp | grep 'type RC')"; return 1; }
-	busywait 20000 sh -c "[ \$(ip netns exec $NSA rdma statistic show link mroce0/1 | tr -s ' ' '\n' | grep -A1 -x conns_open | tail -1) -eq 0 ]" ||
+	busywait 20000 no_conn mroce0 ||
 		{ fail "mroce0 still has a connection"; return 1; }
 	pair ibv_rc_pingpong -s 4096 -n 50 -c >/dev/null || { fail "ping-pong after the fault"; return 1; }
 }

@@ -77,8 +77,7 @@ test_wrong_src() { attack wrong_src 10 && counted rx_wrong_src; }
 
 : "${RING_SEEDS:=3}" "${RING_SECONDS:=15}"
 
-no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0 ]; }
-no_conns() { [ "$(counter mroce0 conns_open)" -eq 0 ] && [ "$(counter mroce1 conns_open)" -eq 0 ]; }
+no_conns() { no_conn mroce0 && no_conn mroce1; }
 
 # The process may die of its own provider reading the garbage (SIGSEGV, SIGBUS); it
 # must not hang, and the kernel must release everything it held.

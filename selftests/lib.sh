@@ -70,6 +70,12 @@ counter() {
 	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
 }
 
+# no_rc_qps: no RC QP is left on any device.
+no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0 ]; }
+
+# no_conn DEV: DEV holds no connection.
+no_conn() { [ "$(counter "$1" conns_open)" -eq 0 ]; }
+
 # busywait TIMEOUT_MS COMMAND...: retries COMMAND until it succeeds or time runs out.
 busywait() {
 	local timeout_ms=$1; shift
