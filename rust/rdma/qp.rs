@@ -48,8 +48,8 @@ pub(crate) use verbs::{
     create_qp, destroy_qp, fill_res_qp_entry, post_recv, post_send, QpObject, QPN_MAX, QPN_MIN,
 };
 pub use wqe::{
-    BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress, SEND_FENCE,
-    SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
+    walk_sges, BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress,
+    SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
 };
 
 use crate::{

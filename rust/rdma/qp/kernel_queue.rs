@@ -6,7 +6,7 @@
 use super::{
     attr::{QpCaps, QpType},
     verbs::{QpObject, QpParts},
-    wqe::WqeAddress,
+    wqe::{walk_sges, Sge, WqeAddress},
     Qp,
 };
 use crate::{
@@ -20,14 +20,6 @@ use kernel::prelude::*;
 /// The most SGEs of a kernel consumer's UD work request.
 pub const KERNEL_MAX_SGE: usize = 4;
 
-/// A scatter/gather element of a kernel consumer: a kernel virtual address (the
-/// device uses virtual DMA: `ib_dma_map_*` returns the address itself).
-#[derive(Clone, Copy, Debug, Default)]
-struct KernelSge {
-    addr: u64,
-    length: u32,
-}
-
 /// Up to [`KERNEL_MAX_SGE`] kernel buffers of one work request.
 ///
 /// # Invariants
@@ -38,7 +30,9 @@ struct KernelSge {
 #[derive(Clone, Copy, Debug, Default)]
 pub struct KernelBuffers {
     n: usize,
-    sges: [KernelSge; KERNEL_MAX_SGE],
+    /// Kernel virtual addresses (the device uses virtual DMA: `ib_dma_map_*` returns
+    /// the address itself) under the PD's local DMA key.
+    sges: [Sge; KERNEL_MAX_SGE],
 }
 
 impl KernelBuffers {
@@ -68,9 +62,10 @@ impl KernelBuffers {
             if sge.lkey != local_dma_lkey {
                 return Err(EINVAL);
             }
-            *slot = KernelSge {
+            *slot = Sge {
                 addr: sge.addr,
                 length: sge.length,
+                lkey: sge.lkey,
             };
         }
         Ok(b)
@@ -91,47 +86,36 @@ impl KernelBuffers {
 
     /// Copies bytes `offset..offset + out.len()` of the buffers into `out`.
     pub fn read(&self, offset: u64, out: &mut [u8]) -> Result {
-        self.walk(offset, out.len(), |addr, pos, n| {
-            // SAFETY: `addr..addr + n` lies inside one buffer (checked by `walk`), which
-            // is valid kernel memory by the type invariant; `out` is ours.
-            unsafe {
-                core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr().add(pos), n)
-            };
-        })
+        walk_sges(
+            &self.sges[..self.n],
+            offset,
+            out.len(),
+            |_, addr, pos, n| {
+                // SAFETY: `addr..addr + n` lies inside one buffer (`walk_sges` keeps each piece
+                // inside its SGE), which is valid kernel memory by the type invariant;
+                // `out[pos..pos + n]` is ours.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(addr as *const u8, out.as_mut_ptr().add(pos), n)
+                };
+                Ok(())
+            },
+        )
     }
 
     /// Copies `data` into the buffers at `offset`.
     pub fn write(&self, offset: u64, data: &[u8]) -> Result {
-        self.walk(offset, data.len(), |addr, pos, n| {
-            // SAFETY: As in `read`; the consumer lent the buffer to the device for writing.
-            unsafe { core::ptr::copy_nonoverlapping(data.as_ptr().add(pos), addr as *mut u8, n) };
-        })
-    }
-
-    /// Calls `f(address, position, count)` for each piece of `offset..offset + len`;
-    /// `EMSGSIZE` when the buffers are shorter.
-    fn walk(&self, offset: u64, len: usize, mut f: impl FnMut(u64, usize, usize)) -> Result {
-        let mut skip = offset;
-        let mut pos = 0;
-        for sge in &self.sges[..self.n] {
-            if pos == len {
-                break;
-            }
-            let l = u64::from(sge.length);
-            if skip >= l {
-                skip -= l;
-                continue;
-            }
-            let n = (l - skip).min((len - pos) as u64) as usize;
-            f(sge.addr.wrapping_add(skip), pos, n);
-            pos += n;
-            skip = 0;
-        }
-        if pos == len {
-            Ok(())
-        } else {
-            Err(EMSGSIZE)
-        }
+        walk_sges(
+            &self.sges[..self.n],
+            offset,
+            data.len(),
+            |_, addr, pos, n| {
+                // SAFETY: As in `read`; the consumer lent the buffer to the device for writing.
+                unsafe {
+                    core::ptr::copy_nonoverlapping(data.as_ptr().add(pos), addr as *mut u8, n)
+                };
+                Ok(())
+            },
+        )
     }
 }
 

@@ -10,6 +10,7 @@ use crate::{
     bindings,
     cq::WcOpcode,
 };
+use kernel::prelude::*;
 
 /// A scatter/gather element (`struct rxe_sge`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,6 +49,40 @@ impl SgeList {
     /// The sum of their lengths.
     pub fn total_len(&self) -> u64 {
         self.as_slice().iter().map(|s| u64::from(s.length)).sum()
+    }
+}
+
+/// Calls `f(sge, address, position, count)` for each piece of bytes `offset..offset +
+/// len` of the scatter list `sges`, in order; `EMSGSIZE` when the list is shorter.
+///
+/// The one walk of a scatter list: user and kernel consumers' buffers alike.
+pub fn walk_sges(
+    sges: &[Sge],
+    offset: u64,
+    len: usize,
+    mut f: impl FnMut(&Sge, u64, usize, usize) -> Result,
+) -> Result {
+    let mut skip = offset;
+    let mut pos = 0;
+    for sge in sges {
+        if pos == len {
+            break;
+        }
+        let sge_len = u64::from(sge.length);
+        if skip >= sge_len {
+            skip -= sge_len;
+            continue;
+        }
+        let n = (sge_len - skip).min((len - pos) as u64) as usize;
+        // An address past the end of the address space is no MR's: the lookup refuses it.
+        f(sge, sge.addr.wrapping_add(skip), pos, n)?;
+        pos += n;
+        skip = 0;
+    }
+    if pos == len {
+        Ok(())
+    } else {
+        Err(EMSGSIZE)
     }
 }
 

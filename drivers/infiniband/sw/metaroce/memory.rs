@@ -16,7 +16,7 @@ use metaroce_proto::{AtomicOp, Dest, MemError, Memory, Payload, QpId, RxPayload}
 use rdma::{
     device::Device,
     mr::{Access, Mr, PdId},
-    qp::Sge,
+    qp::{walk_sges, Sge},
     skb::SkBuff,
 };
 
@@ -106,38 +106,6 @@ pub(crate) fn scatter(
     data: &[u8],
 ) -> Result {
     scatter_from(dev, pd, sges, offset, Source::Bytes(data))
-}
-
-/// Calls `f(sge, address, position, count)` for each piece of bytes `offset..offset +
-/// len` of the scatter list `sges`, in order; `EMSGSIZE` when the list is shorter.
-fn walk_sges(
-    sges: &[Sge],
-    offset: u64,
-    len: usize,
-    mut f: impl FnMut(&Sge, u64, usize, usize) -> Result,
-) -> Result {
-    let mut skip = offset;
-    let mut pos = 0;
-    for sge in sges {
-        if pos == len {
-            break;
-        }
-        let sge_len = u64::from(sge.length);
-        if skip >= sge_len {
-            skip -= sge_len;
-            continue;
-        }
-        let n = (sge_len - skip).min((len - pos) as u64) as usize;
-        // An address past the end of the address space is no MR's: the lookup refuses it.
-        f(sge, sge.addr.wrapping_add(skip), pos, n)?;
-        pos += n;
-        skip = 0;
-    }
-    if pos == len {
-        Ok(())
-    } else {
-        Err(EMSGSIZE)
-    }
 }
 
 /// Copies the bytes of `src` into the scatter list `sges` from byte `offset` of the
