@@ -2,9 +2,20 @@
 /*
  * C helpers for static inline functions and macros that bindgen cannot bind.
  *
- * Each helper does exactly what the inline function of the same name does;
- * none holds logic of its own, except the umem copies and the workqueue helper,
- * whose comments say what they add. Implementations: rust/helpers/metaroce_helpers.c.
+ * Most helpers do exactly what the inline function of the same name does. A few hold
+ * a loop or a decision of their own, and each says what it adds: the walks over a
+ * umem's pages (copies, the 8-byte atomic, zero-copy fragments, placement from an
+ * skb), the GSO burst and batching-receive helpers, the link speed query and the
+ * workqueue helper. They stay in C because every step of them is an inline function
+ * or macro (kmap_local_page()/kunmap_local(), cmpxchg64(), skb_shinfo(),
+ * skb_can_coalesce(), skb_fill_page_desc(), for_each_sgtable_page(), preemption
+ * control), so a Rust loop would cross into a helper per page or fragment of every
+ * packet, and the kernel crate has no type yet for a borrowed page (kernel::page::Page
+ * owns its page) or for an skb's fragments. Each checks its bounds from its own
+ * arguments before touching memory; their only callers are the safe types of rust/rdma
+ * (mr.rs, skb.rs, udp.rs, netdev.rs, work.rs) that hold the invariants. When the
+ * kernel crate gains those types, these loops move to Rust.
+ * Implementations: rust/helpers/metaroce_helpers.c.
  */
 #ifndef METAROCE_HELPERS_H
 #define METAROCE_HELPERS_H
