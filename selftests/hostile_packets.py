@@ -8,11 +8,20 @@ by the code and its tests shows. The attacker knows both connection ids and send
 from the peer's own address: the strongest off-path attacker the spec allows for.
 
     hostile_packets.py HOST DST_CONN SRC_CONN CASE COUNT
+    hostile_packets.py HOST DST_CONN SRC_CONN mutate COUNT IFACE PEER SECONDS
+    hostile_packets.py HOST 0 0 spoofed_opens COUNT SOURCES
+
+`mutate` first captures the connection's real datagrams (both directions, on IFACE,
+between HOST and PEER), then sends COUNT random mutations of them at HOST, for at most
+SECONDS: bit flips, bytes and words set to boundary values, truncation, extension,
+splices of two packets. Most keep the version and the connection ids (those of a
+packet from PEER) so that they reach the connection's own parsing.
 """
 import random
 import socket
 import struct
 import sys
+import time
 
 VERSION = 0xD0
 ACK, NAK, CONTROL, SEND = 0x10, 0x11, 0x12, 0x01
@@ -92,8 +101,134 @@ def cases(dst, src, rnd):
             "malformed": malformed, "wrong_src": wrong_src, "open_flood": open_flood}
 
 
+ETH_P_ALL = 0x0003
+
+
+def capture(iface, host, peer, want=256, seconds=20):
+    """UDP payloads to PORT between host and peer (IPv4), as seen on iface."""
+    raw = socket.socket(socket.AF_PACKET, socket.SOCK_RAW, socket.htons(ETH_P_ALL))
+    raw.bind((iface, 0))
+    raw.settimeout(1)
+    ends = {socket.inet_aton(host), socket.inet_aton(peer)}
+    out, deadline = [], time.monotonic() + seconds
+    while len(out) < want and time.monotonic() < deadline:
+        try:
+            frame = raw.recv(65535)
+        except socket.timeout:
+            continue
+        if len(frame) < 42 or frame[12:14] != b"\x08\x00" or frame[23] != 17:
+            continue
+        ihl = (frame[14] & 0xF) * 4
+        ip = frame[14:14 + ihl]
+        if {ip[12:16], ip[16:20]} != ends:
+            continue
+        udp = frame[14 + ihl:]
+        if struct.unpack(">H", udp[2:4])[0] == PORT and len(udp) > 8 + 16:
+            out.append(udp[8:])
+    return out
+
+
+BOUNDARY32 = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
+              0xFFFFFFFE, 0xFFFFFFFF]
+
+
+def mutations(pool, dst, src, rnd):
+    """Endless random mutations of the captured datagrams, as a peer at dst would see them."""
+    ids = struct.pack(">II", dst, src)
+    while True:
+        p = bytearray(rnd.choice(pool))
+        if rnd.random() < 0.85:
+            p[4:12] = ids
+        for _ in range(rnd.choice((1, 1, 1, 2, 3, 5))):
+            op = rnd.randrange(7)
+            if op == 0 and p:
+                i = rnd.randrange(len(p) * 8)
+                p[i // 8] ^= 1 << (i % 8)
+            elif op == 1 and p:
+                p[rnd.randrange(len(p))] = rnd.choice((0, 1, 0x7F, 0x80, 0xFF, rnd.getrandbits(8)))
+            elif op == 2 and len(p) >= 4:
+                i = rnd.randrange(len(p) - 3) & ~3
+                v = rnd.choice(BOUNDARY32 + [rnd.getrandbits(32)])
+                p[i:i + 4] = struct.pack(">I", v)
+            elif op == 3:
+                del p[rnd.randrange(len(p) + 1):]
+            elif op == 4:
+                p += bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(1, 64)))
+            elif op == 5:
+                q = rnd.choice(pool)
+                cut = rnd.randrange(min(len(p), len(q)) + 1)
+                p = p[:cut] + q[cut:]
+            elif op == 6 and len(p) > 16:
+                # A header field of the data packets, after the common header.
+                i = 16 + (rnd.randrange(len(p) - 16) & ~3)
+                p[i:i + 4] = struct.pack(">I", rnd.choice(BOUNDARY32))[:len(p) - i]
+        if rnd.random() < 0.5 and len(p) >= 2:
+            p[0] = VERSION
+        yield bytes(p)
+
+
+def mutate(host, dst, src, count, iface, peer, seconds):
+    pool = capture(iface, host, peer)
+    if not pool:
+        print("captured no datagram of the connection")
+        return 1
+    types = sorted({d[1] for d in pool})
+    print(f"captured {len(pool)} datagrams (types {', '.join(f'0x{t:02x}' for t in types)})")
+    rnd = random.Random(f"mutate:{dst}:{src}")
+    socks = []
+    for _ in range(8):
+        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        s.bind(("", 0))
+        socks.append(s)
+    sent, start = 0, time.monotonic()
+    gen = mutations(pool, dst, src, rnd)
+    while sent < count:
+        if sent % 4096 == 0 and time.monotonic() - start > seconds:
+            break
+        try:
+            socks[sent & 7].sendto(next(gen), (host, PORT))
+        except OSError:
+            pass
+        sent += 1
+    took = time.monotonic() - start
+    print(f"sent {sent} mutated datagrams in {took:.0f} s ({sent / max(took, 1e-3):.0f}/s)")
+    return 0
+
+
+def spoofed_opens(host, count, sources):
+    """OPEN packets (dst_conn 0) from `sources` random addresses of the host's /24 and
+    of other networks, none of them a peer of the host: [MR-SEC-2], [MR-SEC-8]."""
+    rnd = random.Random(f"spoof:{host}")
+    net = host.rsplit(".", 1)[0]
+    addrs = [f"{net}.{rnd.randrange(100, 250)}" if i % 2 else
+             f"10.{rnd.randrange(256)}.{rnd.randrange(256)}.{rnd.randrange(1, 255)}"
+             for i in range(sources)]
+    raw = socket.socket(socket.AF_INET, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    dst_ip = socket.inet_aton(host)
+    sent, start = 0, time.monotonic()
+    for i in range(count):
+        payload = control(0, rnd.getrandbits(31) | 1, CTRL_OPEN, flags=OPEN_FLAG)
+        udp = struct.pack(">HHHH", rnd.randrange(49152, 65536), PORT, 8 + len(payload), 0) + payload
+        # The kernel fills in the IPv4 checksum and total length (IP_HDRINCL).
+        ip = struct.pack(">BBHHHBBH4s4s", 0x45, 0, 0, i & 0xFFFF, 0, 64, 17, 0,
+                         socket.inet_aton(addrs[i % sources]), dst_ip)
+        try:
+            raw.sendto(ip + udp, (host, 0))
+            sent += 1
+        except OSError:
+            pass
+    took = time.monotonic() - start
+    print(f"sent {sent} OPEN datagrams from {sources} spoofed addresses in {took:.1f} s")
+    return 0
+
+
 def main():
     host, dst, src, case, count = sys.argv[1], int(sys.argv[2], 0), int(sys.argv[3], 0), sys.argv[4], int(sys.argv[5])
+    if case == "spoofed_opens":
+        sys.exit(spoofed_opens(host, count, int(sys.argv[6])))
+    if case == "mutate":
+        iface, peer, seconds = sys.argv[6], sys.argv[7], float(sys.argv[8])
+        sys.exit(mutate(host, dst, src, count, iface, peer, seconds))
     rnd = random.Random(f"{dst}:{src}:{case}")
     gen = cases(dst, src, rnd)
     names = list(gen) if case == "all" else [case]

@@ -13,6 +13,9 @@
 # its own QPs, SRQ and CQs while it posts (hostile_rings.py).
 #
 #   RING_SEEDS=N rounds of hostile_rings.py (default 3), RING_SECONDS=S each (default 15).
+#   MUTATIONS=N mutated datagrams (default 10^6), but no longer than MUTATION_SECONDS
+#   (default 240: under TCG the guest takes about 240 a second, so CI sends about 60,000;
+#   selftests/run.sh passes these variables into the VM), SPOOFED_OPENS (20,000).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -101,8 +104,122 @@ test_hostile_rings() {
 	return $KSFT_PASS
 }
 
+# Random mutations of a connection's captured datagrams (issue 35), from the peer's
+# address with the connection's ids, while content-checked ping-pongs run on another
+# connection of the same two devices (second addresses). The attacked connection may
+# die (the peer's address and the ids are all that bind a datagram to it: [MR-SEC-7]);
+# the other must not notice, the drops must be counted, memory must come back.
+IPA2=198.18.0.11
+IPB2=198.18.0.12
+: "${MUTATIONS:=1000000}" "${MUTATION_SECONDS:=240}"
+
+slab_kib() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
+second_gids() { [ -n "$(gid_index "$NSA" mroce0 $IPA2)" ] && [ -n "$(gid_index "$NSB" mroce1 $IPB2)" ]; }
+
+# steady_pingpongs: 64 KiB content-checked ping-pongs between the second addresses
+# until $LOG/stop exists; each run's exit code goes to $LOG/steady.
+steady_pingpongs() {
+	local ga gb port=$((PORT + 500)) srv rc
+	ga=$(gid_index "$NSA" mroce0 $IPA2) gb=$(gid_index "$NSB" mroce1 $IPB2)
+	while [ ! -e "$LOG/stop" ]; do
+		port=$((port + 1))
+		ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$ga" -p $port \
+			-s 65536 -n 100 -c > "$LOG/ysrv" 2>&1 &
+		srv=$!
+		busywait 30000 listening "$NSA" $port || { kill $srv; echo 255 >> "$LOG/steady"; return; }
+		ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$gb" -p $port \
+			-s 65536 -n 100 -c $IPA2 > "$LOG/ycli" 2>&1
+		rc=$?
+		wait $srv
+		rc=$((rc | $?))
+		echo $rc >> "$LOG/steady"
+		[ $rc = 0 ] || { tail -3 "$LOG/ysrv" "$LOG/ycli" | sed 's/^/#   other: /'; return; }
+	done
+}
+
+test_mutations() {
+	local xsrv xcli steady local peer before slab0 slab1 runs bad alive=no
+	ip -n "$NSA" addr add $IPA2/24 dev vethA && ip -n "$NSB" addr add $IPB2/24 dev vethB ||
+		{ fail "second addresses"; return; }
+	busywait 10000 second_gids || { fail "no GIDs for the second addresses"; return; }
+	slab0=$(slab_kib)
+	rm -f "$LOG/stop" "$LOG/steady"
+	steady_pingpongs &
+	steady=$!
+	next_port
+	ip netns exec "$NSA" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce0 -g "$GA" \
+		-p $PORT -n 100000000 > "$LOG/srv" 2>&1 &
+	xsrv=$!
+	busywait 30000 listening "$NSA" $PORT || { touch "$LOG/stop"; kill $xsrv; fail "server did not listen"; return; }
+	ip netns exec "$NSB" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce1 -g "$GB" \
+		-p $PORT -n 100000000 $IPA > "$LOG/cli" 2>&1 &
+	xcli=$!
+	busywait 60000 connected || { touch "$LOG/stop"; kill $xsrv $xcli; fail "no connection"; return; }
+	read -r local peer <<< "$(ids)"
+	before=$(counter mroce0 rx_dropped)
+	ip netns exec "$NSB" timeout -k 5 $((MUTATION_SECONDS + 120)) /usr/bin/python3 \
+		"$(dirname "$0")/hostile_packets.py" $IPA "$local" "$peer" mutate "$MUTATIONS" vethB $IPB \
+		"$MUTATION_SECONDS" | sed 's/^/# /'
+	touch "$LOG/stop"
+	kill -0 $xcli 2>/dev/null && kill -0 $xsrv 2>/dev/null && alive=yes
+	kill $xsrv $xcli 2>/dev/null
+	wait $xsrv $xcli
+	wait $steady
+	ktap_print_msg "attacked connection still running at the end: $alive;" \
+		"mroce0 rx_dropped $before -> $(counter mroce0 rx_dropped)," \
+		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_bad_header $(counter mroce0 rx_bad_header)," \
+		"ns_rx_malformed $(counter mroce0 ns_rx_malformed), rx_wrong_src $(counter mroce0 rx_wrong_src)"
+	runs=$(wc -l < "$LOG/steady") bad=$(grep -vcx 0 "$LOG/steady")
+	ktap_print_msg "other connection: $runs content-checked ping-pongs of 100 x 64 KiB, $bad failed"
+	[ "$bad" = 0 ] && [ "$runs" -ge 2 ] || { fail "the other connection was disturbed"; return; }
+	[ "$(counter mroce0 rx_dropped)" -gt "$before" ] || { fail "no mutated datagram was counted as dropped"; return; }
+	busywait 30000 no_rc_qps || { fail "RC QPs left"; return; }
+	busywait 30000 no_conns || { fail "a connection outlived its QPs"; return; }
+	slab1=$(slab_kib)
+	ktap_print_msg "slab $slab0 KiB before, $slab1 KiB after"
+	[ $((slab1 - slab0)) -lt 16384 ] || { fail "slab grew by $((slab1 - slab0)) KiB"; return; }
+	pair ibv_rc_pingpong -s 4096 -n 100 -c >/dev/null || { fail "ping-pong after the mutations"; return; }
+	return $KSFT_PASS
+}
+
+# OPENs (dst_conn 0) from 1000 spoofed addresses, none a peer, while content-checked
+# ping-pongs run: no state ([MR-SEC-2]), every one dropped and counted before any work
+# but the lookup ([MR-SEC-8]), the ping-pongs untouched.
+: "${SPOOFED_OPENS:=20000}"
+conn_up() { [ "$(counter mroce0 conns_open)" -ge 1 ]; }
+# other_conns: mroce0's connections to anyone but the second address's peer (debugfs).
+other_conns() { grep -E '^conn 0x[0-9a-f]+ to ' $DBG/mroce0/conns | grep -v " to $IPB2 "; }
+test_spoofed_opens() {
+	local steady opened slab0 slab1 dropped0 dropped1 runs bad spoofed
+	rm -f "$LOG/stop" "$LOG/steady"
+	steady_pingpongs &
+	steady=$!
+	busywait 60000 conn_up || { touch "$LOG/stop"; wait $steady; fail "no ping-pong connection"; return; }
+	opened=$(counter mroce0 conns_opened) slab0=$(slab_kib)
+	dropped0=$(($(counter mroce0 rx_no_conn) + $(counter mroce0 rx_open_limited)))
+	ip netns exec "$NSB" timeout -k 5 600 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
+		$IPA 0 0 spoofed_opens "$SPOOFED_OPENS" 1000 | sed 's/^/# /'
+	dropped1=$(($(counter mroce0 rx_no_conn) + $(counter mroce0 rx_open_limited)))
+	spoofed=$(other_conns)
+	touch "$LOG/stop"
+	wait $steady
+	slab1=$(slab_kib)
+	runs=$(wc -l < "$LOG/steady") bad=$(grep -vcx 0 "$LOG/steady")
+	ktap_print_msg "rx_no_conn + rx_open_limited $dropped0 -> $dropped1 (rx_open_limited $(counter mroce0 rx_open_limited));" \
+		"conns_opened $opened -> $(counter mroce0 conns_opened); slab $slab0 -> $slab1 KiB;" \
+		"other connection: $runs ping-pongs, $bad failed"
+	[ "$bad" = 0 ] && [ "$runs" -ge 1 ] || { fail "the ping-pongs were disturbed"; return; }
+	# Each ping-pong may open the second addresses' connection anew; nothing else may.
+	[ $(($(counter mroce0 conns_opened) - opened)) -le "$runs" ] && [ -z "$spoofed" ] ||
+		{ fail "a spoofed OPEN created a connection: $spoofed"; return; }
+	[ $((dropped1 - dropped0)) -ge $((SPOOFED_OPENS / 2)) ] ||
+		{ fail "only $((dropped1 - dropped0)) of $SPOOFED_OPENS spoofed OPENs were counted"; return; }
+	[ $((slab1 - slab0)) -lt 4096 ] || { fail "slab grew by $((slab1 - slab0)) KiB"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 6
+ktap_set_plan 8
 load_metaroce || exit $KSFT_FAIL
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 perftest_setup || { ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
@@ -112,4 +229,6 @@ ktap_test "OPEN with dst_conn 0 after setup (and a CLOSE in it) is refused" test
 ktap_test "truncated, bad-version, bad-type and absurd-count datagrams are dropped" test_malformed
 ktap_test "our id with another src_conn, or dst_conn 0 without OPEN, is refused before queueing" test_wrong_src
 ktap_test "garbage in a process's own mapped SQ, RQ, SRQ and CQ rings while it posts: refused, released" test_hostile_rings
+ktap_test "$MUTATIONS mutations of a connection's own datagrams: counted, another connection untouched, memory back" test_mutations
+ktap_test "$SPOOFED_OPENS OPENs from 1000 spoofed addresses: no state, all counted, other traffic untouched" test_spoofed_opens
 ktap_finished

@@ -198,10 +198,22 @@ wait_pair_gids() {
 }
 
 # Removes every device the tests create and their namespaces (an EXIT trap).
+#
+# It first waits (30 s at most) until no metaroce device is left in sysfs: a device whose
+# netdev went away unregisters in the RDMA core's workqueue, and a namespace deleted
+# meanwhile races the core's removal of the device's per-namespace copy (ib_core's
+# remove_one_compat_dev() calls device_del() after dropping compat_devs_mutex, so
+# rdma_dev_exit_net() can let the namespace be freed first: KASAN reports a
+# use-after-free in kobject_uevent_net_broadcast() on the sanitizer kernel). rdma_rxe has
+# the same exposure; it is the kernel's race, not a test of the driver.
 cleanup_devices_and_ns() {
 	local d
 	for d in mroce0 mroce1 mroce2 mroce3 mroce9; do
 		rdma link del "$d" 2>/dev/null
 	done
+	busywait 30000 no_metaroce_sysfs
 	cleanup_all_ns
 }
+
+# no_metaroce_sysfs: no mroce* device is left in /sys/class/infiniband.
+no_metaroce_sysfs() { ! compgen -G '/sys/class/infiniband/mroce*' >/dev/null; }
