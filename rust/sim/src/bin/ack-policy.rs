@@ -7,7 +7,8 @@
 //! quarter of the minimum RTO) or of the core (10 us).
 //!
 //! The second table: `path_burst` ([MR-PATH-12]), packets in a row on one path,
-//! with `ack_every` 8.
+//! with `ack_every` 8. The third: the pacing gain ([MR-CC-10]), the pacing rate as a
+//! share of `window / SRTT`, with `ack_every` 8 (the driver's).
 //!
 //! Usage: `ack-policy [--seeds N] [--bytes MIB]` (cargo run --release -p metaroce-sim
 //! --bin ack-policy).
@@ -18,11 +19,21 @@ use metaroce_sim::host::HostConfig;
 use metaroce_sim::scenario::{self, RunResult, Transport};
 
 fn transport(ack_every: u32, ack_delay_ns: u64, path_burst: u32) -> Transport {
+    transport_paced(
+        ack_every,
+        ack_delay_ns,
+        path_burst,
+        Config::new(1).pacing_gain,
+    )
+}
+
+fn transport_paced(ack_every: u32, ack_delay_ns: u64, path_burst: u32, gain: u32) -> Transport {
     let mut c = Config::new(1);
     c.paths = 8;
     c.ack_every = ack_every;
     c.ack_delay_ns = ack_delay_ns;
     c.path_burst = path_burst;
+    c.pacing_gain = gain;
     Transport::Meta(HostConfig::new(c))
 }
 
@@ -131,6 +142,25 @@ fn main() {
             let mut s = run(cell, transport(8, 10_000, burst), seeds, mib << 20);
             println!(
                 "| {cell} | {burst} | {:.1} | {:.3} | {:.2} | {} | {} |",
+                median(&mut s.gbps),
+                s.acks as f64 / s.data.max(1) as f64,
+                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
+                s.timeouts,
+                s.failed
+            );
+        }
+    }
+    println!(
+        "\n| cell | pacing gain | goodput Gb/s (median) | ACKs per data packet | \
+         retransmitted % | timeouts | failed runs |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
+        for gain in [1024, 1280, 2048] {
+            let mut s = run(cell, transport_paced(8, 10_000, 1, gain), seeds, mib << 20);
+            println!(
+                "| {cell} | {:.2} | {:.1} | {:.3} | {:.2} | {} | {} |",
+                f64::from(gain) / 1024.0,
                 median(&mut s.gbps),
                 s.acks as f64 / s.data.max(1) as f64,
                 100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
