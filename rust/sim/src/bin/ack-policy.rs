@@ -8,7 +8,8 @@
 //!
 //! The second table: `path_burst` ([MR-PATH-12]), packets in a row on one path,
 //! with `ack_every` 8. The third: the pacing gain ([MR-CC-10]), the pacing rate as a
-//! share of `window / SRTT`, with `ack_every` 8 (the driver's).
+//! share of `window / SRTT`, with `ack_every` 8 (the driver's). The fourth:
+//! `window_ack_req` ([MR-SACK-20]), the largest window whose filling asks for an ACK.
 //!
 //! Usage: `ack-policy [--seeds N] [--bytes MIB]` (cargo run --release -p metaroce-sim
 //! --bin ack-policy).
@@ -28,7 +29,18 @@ fn transport(ack_every: u32, ack_delay_ns: u64, path_burst: u32) -> Transport {
 }
 
 fn transport_paced(ack_every: u32, ack_delay_ns: u64, path_burst: u32, gain: u32) -> Transport {
+    transport_with(ack_every, ack_delay_ns, path_burst, gain, u32::MAX)
+}
+
+fn transport_with(
+    ack_every: u32,
+    ack_delay_ns: u64,
+    path_burst: u32,
+    gain: u32,
+    window_ack_req: u32,
+) -> Transport {
     let mut c = Config::new(1);
+    c.window_ack_req = window_ack_req;
     c.paths = 8;
     c.ack_every = ack_every;
     c.ack_delay_ns = ack_delay_ns;
@@ -161,6 +173,37 @@ fn main() {
             println!(
                 "| {cell} | {:.2} | {:.1} | {:.3} | {:.2} | {} | {} |",
                 f64::from(gain) / 1024.0,
+                median(&mut s.gbps),
+                s.acks as f64 / s.data.max(1) as f64,
+                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
+                s.timeouts,
+                s.failed
+            );
+        }
+    }
+    println!(
+        "\n| cell | window_ack_req | ack hold | goodput Gb/s (median) | ACKs per data packet | \
+         retransmitted % | timeouts | failed runs |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let gain = Config::new(1).pacing_gain;
+    for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
+        for (limit, delay) in [
+            (u32::MAX, 10_000),
+            (16, 10_000),
+            (u32::MAX, 2_000_000),
+            (16, 2_000_000),
+        ] {
+            let t = transport_with(8, delay, 1, gain, limit);
+            let mut s = run(cell, t, seeds, mib << 20);
+            println!(
+                "| {cell} | {} | {} us | {:.1} | {:.3} | {:.2} | {} | {} |",
+                if limit == u32::MAX {
+                    "any".to_string()
+                } else {
+                    limit.to_string()
+                },
+                delay / 1000,
                 median(&mut s.gbps),
                 s.acks as f64 / s.data.max(1) as f64,
                 100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
