@@ -99,6 +99,18 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// A table row: the first columns, then the sums.
+fn row(first: &str, mut s: Sum) {
+    println!(
+        "| {first} | {:.1} | {:.3} | {:.2} | {} | {} |",
+        median(&mut s.gbps),
+        s.acks as f64 / s.data.max(1) as f64,
+        100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
+        s.timeouts,
+        s.failed
+    );
+}
+
 fn main() {
     let mut seeds = 3u64;
     let mut mib = 8u64;
@@ -132,16 +144,8 @@ fn main() {
             (16, 2_000_000),
             (32, 2_000_000),
         ] {
-            let mut s = run(cell, transport(every, delay, 1), seeds, mib << 20);
-            println!(
-                "| {cell} | {every} | {} us | {:.1} | {:.3} | {:.2} | {} | {} |",
-                delay / 1000,
-                median(&mut s.gbps),
-                s.acks as f64 / s.data.max(1) as f64,
-                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
-                s.timeouts,
-                s.failed
-            );
+            let s = run(cell, transport(every, delay, 1), seeds, mib << 20);
+            row(&format!("{cell} | {every} | {} us", delay / 1000), s);
         }
     }
     println!(
@@ -151,15 +155,8 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
         for burst in [1, 4, 8, 16] {
-            let mut s = run(cell, transport(8, 10_000, burst), seeds, mib << 20);
-            println!(
-                "| {cell} | {burst} | {:.1} | {:.3} | {:.2} | {} | {} |",
-                median(&mut s.gbps),
-                s.acks as f64 / s.data.max(1) as f64,
-                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
-                s.timeouts,
-                s.failed
-            );
+            let s = run(cell, transport(8, 10_000, burst), seeds, mib << 20);
+            row(&format!("{cell} | {burst}"), s);
         }
     }
     println!(
@@ -169,16 +166,8 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
         for gain in [1024, 1280, 2048] {
-            let mut s = run(cell, transport_paced(8, 10_000, 1, gain), seeds, mib << 20);
-            println!(
-                "| {cell} | {:.2} | {:.1} | {:.3} | {:.2} | {} | {} |",
-                f64::from(gain) / 1024.0,
-                median(&mut s.gbps),
-                s.acks as f64 / s.data.max(1) as f64,
-                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
-                s.timeouts,
-                s.failed
-            );
+            let s = run(cell, transport_paced(8, 10_000, 1, gain), seeds, mib << 20);
+            row(&format!("{cell} | {:.2}", f64::from(gain) / 1024.0), s);
         }
     }
     println!(
@@ -195,20 +184,14 @@ fn main() {
             (16, 2_000_000),
         ] {
             let t = transport_with(8, delay, 1, gain, limit);
-            let mut s = run(cell, t, seeds, mib << 20);
-            println!(
-                "| {cell} | {} | {} us | {:.1} | {:.3} | {:.2} | {} | {} |",
-                if limit == u32::MAX {
-                    "any".to_string()
-                } else {
-                    limit.to_string()
-                },
-                delay / 1000,
-                median(&mut s.gbps),
-                s.acks as f64 / s.data.max(1) as f64,
-                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
-                s.timeouts,
-                s.failed
+            let limit = if limit == u32::MAX {
+                "any".to_string()
+            } else {
+                limit.to_string()
+            };
+            row(
+                &format!("{cell} | {limit} | {} us", delay / 1000),
+                run(cell, t, seeds, mib << 20),
             );
         }
     }
