@@ -6,8 +6,9 @@
 #   tools/vm-run --bench -t 900 'tools/profile-guest.sh'
 # For each of metaroce, rxe and tcp: one run of PROFILE_SECONDS (default 6) with
 #  - the busy CPU time of the whole guest (both sides, all CPUs: user, system, irq and
-#    softirq from /proc/stat) over the middle of the run, divided by the bytes moved
-#    there: "CPU ns per byte"; and, where the guest has a cycle counter
+#    softirq from /proc/stat) over the middle of the run (timed by the clock: perf's
+#    start and stop stretch it), divided by the bytes moved there at the run's
+#    average rate: "CPU ns per byte"; and, where the guest has a cycle counter
 #    (`perf stat -e cycles`; QEMU's TCG has none), cycles per byte the same way;
 #  - `perf record -a` (cpu-clock sampling, which works without a PMU) over the same
 #    window and the top PROFILE_TOP (default 25) symbols.
@@ -47,9 +48,9 @@ busy_jiffies() {
 
 # measure DRIVER: samples the middle of a run that started a moment ago.
 measure() {
-	local driver=$1 w=$((SECONDS_RUN - 2)) b0 b1
+	local driver=$1 w=$((SECONDS_RUN - 2)) b0 b1 t0 t1
 	sleep 1
-	b0=$(busy_jiffies)
+	b0=$(busy_jiffies) t0=$(date +%s%N)
 	if [ $CYCLES = 1 ]; then
 		"$PERF" stat -a -e cycles -x, -o /tmp/prof-cycles-"$driver" -- \
 			"$PERF" record -a -e cpu-clock -F 997 -o /tmp/prof-"$driver".data -- sleep "$w" \
@@ -58,21 +59,23 @@ measure() {
 		"$PERF" record -a -e cpu-clock -F 997 -o /tmp/prof-"$driver".data -- sleep "$w" \
 			> /dev/null 2>&1
 	fi
-	b1=$(busy_jiffies)
-	echo "$((b1 - b0)) $w" > /tmp/prof-busy-"$driver"
+	b1=$(busy_jiffies) t1=$(date +%s%N)
+	# The window as it was: perf starting and stopping under TCG takes seconds.
+	echo "$((b1 - b0)) $(((t1 - t0) / 1000000))" > /tmp/prof-busy-"$driver"
 }
 
 # report DRIVER GBPS: cost per byte and the top symbols.
 report() {
-	local driver=$1 gbps=$2 busy w cycles=-
-	read -r busy w < /tmp/prof-busy-"$driver"
+	local driver=$1 gbps=$2 busy ms w cycles=-
+	read -r busy ms < /tmp/prof-busy-"$driver"
+	w=$(awk -v ms="$ms" 'BEGIN { print ms / 1000 }')
 	[ $CYCLES = 1 ] && cycles=$(awk -F, '$3 ~ /cycles/ { print $1 }' /tmp/prof-cycles-"$driver")
-	awk -v d="$driver" -v g="$gbps" -v b="$busy" -v w="$w" -v c="$cycles" -v hz="$(getconf CLK_TCK)" 'BEGIN {
+	awk -v d="$driver" -v g="$gbps" -v b="$busy" -v w="$w" -v c="$cycles" -v hz="$(getconf CLK_TCK)" -v n="$(nproc)" 'BEGIN {
 		bytes = g * 1e9 / 8 * w
 		if (bytes <= 0) { printf "COST|%s|%s Gb/s|-|-|-\n", d, g; exit }
 		cpu = b / hz
-		printf "COST|%s|%.3f Gb/s|%.1f%% of the CPUs|%.2f CPU ns/B|%s\n", d, g,
-			100 * cpu / w / 2, cpu * 1e9 / bytes, c == "-" ? "cycles/B -" : sprintf("%.2f cycles/B", c / bytes)
+		printf "COST|%s|%.3f Gb/s|%.1f%% of %d CPUs over %.1f s|%.2f CPU ns/B|%s\n", d, g,
+			100 * cpu / w / n, n, w, cpu * 1e9 / bytes, c == "-" ? "cycles/B -" : sprintf("%.2f cycles/B", c / bytes)
 	}'
 	echo "# top symbols, $driver ($TOOL ${SIZE}B mtu$MTU, cpu-clock samples of the whole guest):"
 	"$PERF" report -i /tmp/prof-"$driver".data --no-children --sort sym --stdio 2>/dev/null |
