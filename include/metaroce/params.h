@@ -21,5 +21,9 @@ bool metaroce_param_gro(void);
 u32 metaroce_param_path_burst(void);
 /* pacing_burst_us: the pacing burst of new connections, in microseconds. */
 u32 metaroce_param_pacing_burst_us(void);
+/* pacing_gain_pct: a new connection's pacing rate per window and SRTT, in percent. */
+u32 metaroce_param_pacing_gain_pct(void);
+/* window_ack_req: the largest window (packets) whose filling asks for an ACK; 0 = any. */
+u32 metaroce_param_window_ack_req(void);
 
 #endif /* METAROCE_PARAMS_H */

@@ -38,6 +38,16 @@ module_param(pacing_burst_us, uint, 0644);
 MODULE_PARM_DESC(pacing_burst_us,
 		 "How far, in us, a new connection's pacing clock may lag behind the current time: the largest burst pacing allows (spec default 20)");
 
+static unsigned int pacing_gain_pct = 100;
+module_param(pacing_gain_pct, uint, 0644);
+MODULE_PARM_DESC(pacing_gain_pct,
+		 "A new connection paces at this share, in percent, of its window per smoothed RTT (100..400; default 100, the spec's default is 125)");
+
+static unsigned int window_ack_req;
+module_param(window_ack_req, uint, 0644);
+MODULE_PARM_DESC(window_ack_req,
+		 "A new connection asks for an ACK at a full window only when that window holds at most this many packets (0, the default: always)");
+
 u32 metaroce_param_rx_capacity_mbps(void)
 {
 	return READ_ONCE(rx_capacity_mbps);
@@ -66,4 +76,14 @@ u32 metaroce_param_path_burst(void)
 u32 metaroce_param_pacing_burst_us(void)
 {
 	return READ_ONCE(pacing_burst_us);
+}
+
+u32 metaroce_param_pacing_gain_pct(void)
+{
+	return READ_ONCE(pacing_gain_pct);
+}
+
+u32 metaroce_param_window_ack_req(void)
+{
+	return READ_ONCE(window_ack_req);
 }

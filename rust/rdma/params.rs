@@ -43,3 +43,18 @@ pub fn pacing_burst_us() -> u32 {
     // SAFETY: Reads a module parameter with READ_ONCE; any context.
     unsafe { crate::bindings::metaroce_param_pacing_burst_us() }
 }
+
+/// `pacing_gain_pct`: a new connection's pacing rate as a share, in percent, of its
+/// window per smoothed RTT (the protocol core's `pacing_gain`, in 1/1024 units).
+pub fn pacing_gain_pct() -> u32 {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_pacing_gain_pct() }
+}
+
+/// `window_ack_req`: a new connection asks for an ACK at a full window only when that
+/// window holds at most this many packets (0: always; the protocol core's
+/// `window_ack_req`).
+pub fn window_ack_req() -> u32 {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_window_ack_req() }
+}

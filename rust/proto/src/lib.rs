@@ -55,7 +55,7 @@ mod wr;
 
 pub use conn::{
     stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop,
-    Stats, MAX_PATH_BURST,
+    Stats, DEFAULT_PACING_GAIN, MAX_PACING_GAIN, MAX_PATH_BURST,
 };
 pub use conn::{Payload, Transmit};
 pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};

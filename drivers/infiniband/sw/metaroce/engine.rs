@@ -502,6 +502,12 @@ impl Engine {
                 cfg.ack_delay_ns = ACK_DELAY_NS;
                 cfg.pacing_burst_ns = u64::from(rdma::params::pacing_burst_us()) * 1000;
                 cfg.path_burst = rdma::params::path_burst();
+                // Percent to 1/1024 units (the core clamps it to 1024..=4096).
+                cfg.pacing_gain = rdma::params::pacing_gain_pct().saturating_mul(1024) / 100;
+                cfg.window_ack_req = match rdma::params::window_ack_req() {
+                    0 => u32::MAX,
+                    n => n,
+                };
                 let c = ConnCtx::new(
                     self.registry.clone(),
                     self.ndev.clone(),

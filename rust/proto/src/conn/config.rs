@@ -8,6 +8,12 @@ use crate::constants::{MAX_DATA_HEADER_LEN, MAX_PATHS};
 /// The largest [`Config::path_burst`].
 pub const MAX_PATH_BURST: u32 = 64;
 
+/// The default [`Config::pacing_gain`] (1/1024 units): 5/4.
+pub const DEFAULT_PACING_GAIN: u32 = 1280;
+
+/// The largest [`Config::pacing_gain`] (1/1024 units): 4.
+pub const MAX_PACING_GAIN: u32 = 4096;
+
 /// Per-connection settings. Times are nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Config {
@@ -45,6 +51,12 @@ pub struct Config {
     /// (round robin, [MR-PATH-3]); 1 sprays packet by packet. More lets a driver
     /// hand a path's packets to the network as one burst (UDP GSO).
     pub path_burst: u32,
+    /// A data packet after which a window has no room for another asks for an
+    /// ACK ([MR-SACK-20]) only when that window holds at most this many full
+    /// packets: a larger window keeps the sender busy until the receiver's
+    /// `ack_every` ACK arrives, and asking at every full window would make the
+    /// receiver ACK each of the sender's runs, however short.
+    pub window_ack_req: u32,
     /// Longest time to hold back an acknowledgement (at most `rto_min_ns / 4`
     /// is used).
     pub ack_delay_ns: u64,
@@ -54,6 +66,9 @@ pub struct Config {
     pub pacing: bool,
     /// Pacing credit that may accumulate while idle.
     pub pacing_burst_ns: u64,
+    /// The window term of the pacing rate is `pacing_gain / 1024` times
+    /// `window / SRTT` (at least 1024: pacing never holds the window back).
+    pub pacing_gain: u32,
     /// Congestion control parameters for the default controller. Its `mss` is
     /// taken from `mtu` by [`sanitized`](Self::sanitized), which rescales the
     /// windows (set in bytes for the old `mss`) to keep their size in packets.
@@ -78,10 +93,12 @@ impl Config {
             path_retire_rtos: 2,
             ack_every: 4,
             path_burst: 1,
+            window_ack_req: u32::MAX,
             ack_delay_ns: 10_000,
             rate_hint_bps: 0,
             pacing: true,
             pacing_burst_ns: 20_000,
+            pacing_gain: DEFAULT_PACING_GAIN,
             aimd: AimdConfig::for_mss(4096),
         }
     }
@@ -99,6 +116,8 @@ impl Config {
         self.path_retire_rtos = self.path_retire_rtos.max(1);
         self.ack_every = self.ack_every.max(1);
         self.path_burst = self.path_burst.clamp(1, MAX_PATH_BURST);
+        self.pacing_gain = self.pacing_gain.clamp(1024, MAX_PACING_GAIN);
+        self.window_ack_req = self.window_ack_req.max(2);
         // The AIMD segment is the payload MTU: windows set for another MSS
         // keep their size in packets.
         //= Documentation/metaroce/spec.rst#aimd

@@ -812,6 +812,58 @@ fn sender_asks_for_an_ack_when_it_waits_for_one() {
             flags[flags.len() - 1],
             "the packet that fills the window asks"
         );
+
+        // Unless that window holds more than `window_ack_req` packets:
+        // the receiver's `ack_every` keeps the sender going.
+        let mut filling = |limit: u32| {
+            let mut cfg = cfg;
+            cfg.window_ack_req = limit;
+            let mut c = fresh(cfg, 3);
+            let qp = c.open_qp(1, 2).unwrap();
+            c.post_send(qp, write(4, 32 * 1024, 5)).unwrap();
+            let mut flags = Vec::new();
+            while let Some(t) = c.poll_transmit(n.now, &mut buf) {
+                flags.push(hdr(&buf[..t.len]).flags.has(Flags::ACK_REQ));
+            }
+            flags
+        };
+        let large = filling(4);
+        assert_eq!(large.len(), flags.len(), "the same packets leave");
+        assert!(
+            large.iter().all(|&f| !f),
+            "8-packet windows, limit 4: no ACK_REQ"
+        );
+        assert_eq!(filling(64), flags, "a window below the limit still asks");
+    });
+}
+
+// spec: MR-CC-10
+#[test]
+fn pacing_gain_scales_the_window_rate() {
+    big(|| {
+        // One packet's pacing interval after an RTT sample, at gain 1 and 2.
+        let interval = |gain: u32| {
+            let mut cfg = Config::new(0x11);
+            cfg.paths = 1;
+            cfg.mtu = 1024;
+            cfg.peer_conn_id = 0x22;
+            cfg.pacing_gain = gain;
+            let mut c = fresh(cfg, 3);
+            c.conn_rtt.update(100_000);
+            let before = c.next_send_at;
+            c.pace(before, 1000);
+            c.next_send_at.nanos_since(before)
+        };
+        let conn = crate::cc::AimdConfig::for_mss(1024).init_conn_cwnd;
+        // 1000 bytes at window / SRTT = 16 KiB per 100 us.
+        assert_eq!(interval(1024), 1000 * 100_000 / conn);
+        assert_eq!(interval(2048), 1000 * 100_000 / (2 * conn));
+        let mut cfg = Config::new(1);
+        cfg.pacing_gain = 0;
+        assert_eq!(cfg.sanitized().pacing_gain, 1024);
+        cfg.pacing_gain = u32::MAX;
+        assert_eq!(cfg.sanitized().pacing_gain, crate::conn::MAX_PACING_GAIN);
+        assert_eq!(Config::new(1).pacing_gain, crate::conn::DEFAULT_PACING_GAIN);
     });
 }
 

@@ -281,14 +281,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                             || f.bytes_in_flight.saturating_add(bytes) <= self.cc.path_window(i))
                 })
             })?;
-        // Room for this packet and one more, each with the largest header.
-        let two = u64::from(bytes.saturating_add(MAX_DATA_HEADER_LEN as u32)).saturating_mul(2);
+        // Room for this packet and one more, each with the largest header, in a
+        // window small enough that the sender would wait for a delayed ACK.
+        let full = u64::from(bytes.saturating_add(MAX_DATA_HEADER_LEN as u32));
+        let two = full.saturating_mul(2);
+        let small = u64::from(self.cfg.window_ack_req).saturating_mul(full);
         let on_path = self
             .paths
             .get(path)
             .map_or(0, |p| p.inflight.bytes_in_flight);
-        let last_fit = total.saturating_add(two) > conn_window
-            || u64::from(on_path).saturating_add(two) > u64::from(self.cc.path_window(path));
+        let path_window = u64::from(self.cc.path_window(path));
+        let last_fit = (conn_window <= small && total.saturating_add(two) > conn_window)
+            || (path_window <= small && u64::from(on_path).saturating_add(two) > path_window);
         Some(PathChoice { path, last_fit })
     }
 
@@ -355,14 +359,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
 
     /// Advances the pacing clock by one packet of `bytes`.
     //= Documentation/metaroce/spec.rst#pacing
-    fn pace(&mut self, now: Instant, bytes: u32) {
+    pub(super) fn pace(&mut self, now: Instant, bytes: u32) {
         if !self.cfg.pacing {
             return;
         }
         let mut rate = self.peer_hint_bps;
         if self.conn_rtt.has_sample() {
             let srtt = self.conn_rtt.srtt_or(1).max(1);
-            let w = self.cc.conn_window().saturating_mul(1_000_000_000) / srtt;
+            let w = (self.cc.conn_window().saturating_mul(1_000_000_000) / srtt)
+                .saturating_mul(u64::from(self.cfg.pacing_gain))
+                / 1024;
             rate = if rate == 0 { w } else { rate.min(w) };
         }
         if rate == 0 {

@@ -7,7 +7,9 @@
 //! quarter of the minimum RTO) or of the core (10 us).
 //!
 //! The second table: `path_burst` ([MR-PATH-12]), packets in a row on one path,
-//! with `ack_every` 8.
+//! with `ack_every` 8. The third: the pacing gain ([MR-CC-10]), the pacing rate as a
+//! share of `window / SRTT`, with `ack_every` 8 (the driver's). The fourth:
+//! `window_ack_req` ([MR-SACK-20]), the largest window whose filling asks for an ACK.
 //!
 //! Usage: `ack-policy [--seeds N] [--bytes MIB]` (cargo run --release -p metaroce-sim
 //! --bin ack-policy).
@@ -18,11 +20,32 @@ use metaroce_sim::host::HostConfig;
 use metaroce_sim::scenario::{self, RunResult, Transport};
 
 fn transport(ack_every: u32, ack_delay_ns: u64, path_burst: u32) -> Transport {
+    transport_paced(
+        ack_every,
+        ack_delay_ns,
+        path_burst,
+        Config::new(1).pacing_gain,
+    )
+}
+
+fn transport_paced(ack_every: u32, ack_delay_ns: u64, path_burst: u32, gain: u32) -> Transport {
+    transport_with(ack_every, ack_delay_ns, path_burst, gain, u32::MAX)
+}
+
+fn transport_with(
+    ack_every: u32,
+    ack_delay_ns: u64,
+    path_burst: u32,
+    gain: u32,
+    window_ack_req: u32,
+) -> Transport {
     let mut c = Config::new(1);
+    c.window_ack_req = window_ack_req;
     c.paths = 8;
     c.ack_every = ack_every;
     c.ack_delay_ns = ack_delay_ns;
     c.path_burst = path_burst;
+    c.pacing_gain = gain;
     Transport::Meta(HostConfig::new(c))
 }
 
@@ -76,6 +99,18 @@ fn median(v: &mut [f64]) -> f64 {
     }
 }
 
+/// A table row: the first columns, then the sums.
+fn row(first: &str, mut s: Sum) {
+    println!(
+        "| {first} | {:.1} | {:.3} | {:.2} | {} | {} |",
+        median(&mut s.gbps),
+        s.acks as f64 / s.data.max(1) as f64,
+        100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
+        s.timeouts,
+        s.failed
+    );
+}
+
 fn main() {
     let mut seeds = 3u64;
     let mut mib = 8u64;
@@ -109,16 +144,8 @@ fn main() {
             (16, 2_000_000),
             (32, 2_000_000),
         ] {
-            let mut s = run(cell, transport(every, delay, 1), seeds, mib << 20);
-            println!(
-                "| {cell} | {every} | {} us | {:.1} | {:.3} | {:.2} | {} | {} |",
-                delay / 1000,
-                median(&mut s.gbps),
-                s.acks as f64 / s.data.max(1) as f64,
-                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
-                s.timeouts,
-                s.failed
-            );
+            let s = run(cell, transport(every, delay, 1), seeds, mib << 20);
+            row(&format!("{cell} | {every} | {} us", delay / 1000), s);
         }
     }
     println!(
@@ -128,14 +155,43 @@ fn main() {
     println!("|---|---|---|---|---|---|---|");
     for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
         for burst in [1, 4, 8, 16] {
-            let mut s = run(cell, transport(8, 10_000, burst), seeds, mib << 20);
-            println!(
-                "| {cell} | {burst} | {:.1} | {:.3} | {:.2} | {} | {} |",
-                median(&mut s.gbps),
-                s.acks as f64 / s.data.max(1) as f64,
-                100.0 * s.retx_bytes as f64 / s.bytes.max(1) as f64,
-                s.timeouts,
-                s.failed
+            let s = run(cell, transport(8, 10_000, burst), seeds, mib << 20);
+            row(&format!("{cell} | {burst}"), s);
+        }
+    }
+    println!(
+        "\n| cell | pacing gain | goodput Gb/s (median) | ACKs per data packet | \
+         retransmitted % | timeouts | failed runs |"
+    );
+    println!("|---|---|---|---|---|---|---|");
+    for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
+        for gain in [1024, 1280, 2048] {
+            let s = run(cell, transport_paced(8, 10_000, 1, gain), seeds, mib << 20);
+            row(&format!("{cell} | {:.2}", f64::from(gain) / 1024.0), s);
+        }
+    }
+    println!(
+        "\n| cell | window_ack_req | ack hold | goodput Gb/s (median) | ACKs per data packet | \
+         retransmitted % | timeouts | failed runs |"
+    );
+    println!("|---|---|---|---|---|---|---|---|");
+    let gain = Config::new(1).pacing_gain;
+    for cell in ["clean", "loss 1%", "loss 5%", "reorder"] {
+        for (limit, delay) in [
+            (u32::MAX, 10_000),
+            (16, 10_000),
+            (u32::MAX, 2_000_000),
+            (16, 2_000_000),
+        ] {
+            let t = transport_with(8, delay, 1, gain, limit);
+            let limit = if limit == u32::MAX {
+                "any".to_string()
+            } else {
+                limit.to_string()
+            };
+            row(
+                &format!("{cell} | {limit} | {} us", delay / 1000),
+                run(cell, t, seeds, mib << 20),
             );
         }
     }
