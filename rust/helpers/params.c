@@ -41,7 +41,7 @@ MODULE_PARM_DESC(pacing_burst_us,
 static unsigned int pacing_gain_pct = 100;
 module_param(pacing_gain_pct, uint, 0644);
 MODULE_PARM_DESC(pacing_gain_pct,
-		 "A new connection paces at this share, in percent, of its window per smoothed RTT (100..400; default 100, the spec's default is 125)");
+		 "A new connection paces at this share, in percent, of its window per smoothed RTT (100..400; default 100, the spec's default)");
 
 static unsigned int window_ack_req;
 module_param(window_ack_req, uint, 0644);
