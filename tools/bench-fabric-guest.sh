@@ -9,7 +9,8 @@
 #   INFO|<key>|<value>                                the run's settings
 # Bandwidth is perftest's BW average in MB/s (10^6 bytes/s), link rates in Mbit/s.
 #   tools/bench-fabric-guest.sh [--quick]
-# BENCH_DURATION (seconds per cell, default 8; 4 with --quick), FABRIC_RATE (per link).
+# BENCH_DURATION (seconds per cell, default 8; 4 with --quick), FABRIC_RATE (per link),
+# FABRIC_BURST_MS (the shaper's bucket, lib_fabric.sh).
 
 . "$(dirname "$0")/../selftests/lib.sh"
 . "$(dirname "$0")/../selftests/lib_fabric.sh"
@@ -130,7 +131,7 @@ bw() {
 			for (i = 1; i <= NR; i++) if (t && d[i] * 20 >= t) n++
 			printf "links used %d of %d:", n, l
 			for (i = 1; i <= NR; i++) printf " %.0f%%", t ? 100 * d[i] / t : 0 }')
-	echo "RESULT|$cell|$drv|${v:--}|MB/s|$note"
+	echo "RESULT|$cell|$drv|${v:--}|MB/s|${BW_NOTE:-}$note"
 }
 
 # cell_bw: K=1 against K=4, 1 QP and 4 QPs.
@@ -144,6 +145,27 @@ cell_bw() {
 			bw "bw K=$K ${q}QP" $drv $K -q $q
 		done
 	done
+}
+
+# cell_burst: one QP over one link, and one TCP stream (iperf3) for comparison, with
+# the shaper's bucket at 2 ms of the rate and at 20 ms: under TCG the qdisc's timer
+# and softirq run late while perftest polls, and a small bucket cannot catch up.
+cell_burst() {
+	local ms tcp keep=$FABRIC_BURST_MS
+	fabric_use_links 1
+	ip netns exec "$FABNS_d1" iperf3 -s -D -p 5202 >/dev/null 2>&1
+	sleep 1
+	for ms in 2 20; do
+		fabric_set_burst $ms
+		sleep 0.5
+		tcp=$(ip netns exec "$FABNS_s1" iperf3 -c "$(fab_addr mr d 1 4)" -p 5202 -t "$D" -f m 2>&1 |
+			awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mbits/sec") v = $i } END { printf "%.2f", v / 8 }')
+		BW_NOTE="TCP (iperf3, 1 stream) on the same link: $tcp MB/s; " \
+			bw "bw K=1 1QP, tbf burst $ms ms" metaroce 1
+	done
+	ip netns exec "$FABNS_d1" pkill -x iperf3
+	fabric_set_burst "$keep"
+	fabric_use_links $K
 }
 
 # cell_delay: 10 ms on every link, both ways.
@@ -302,6 +324,7 @@ fabric_topology | sed 's/^/# /'
 echo "# fabric up in $((SECONDS - start)) s; preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), ${D}s per cell"
 echo "INFO|rate_mbit|$(($(fab_rate_bps) / 1000000))"
 echo "INFO|links|$K"
+echo "INFO|burst_ms|$FABRIC_BURST_MS"
 echo "INFO|duration|$D"
 echo "INFO|rate_hints|$([ -e $HINTS ] && cat $HINTS || echo absent)"
 echo "INFO|rx_capacity_mbps|$(cat /sys/module/metaroce/parameters/rx_capacity_mbps 2>/dev/null || echo absent)"
@@ -309,6 +332,7 @@ BH=10
 [ $QUICK = 1 ] && BH=6
 selected() { [ -z "${BENCH_FILTER:-}" ] || echo "$1" | grep -Eq -- "$BENCH_FILTER"; }
 selected bw && cell_bw
+selected burst && cell_burst
 selected delay && cell_delay
 selected hot && cell_hot
 selected loss && cell_lossy
