@@ -28,6 +28,7 @@ LOG=$(mktemp -d /tmp/bench-fabric.XXXXXX)
 PORT=19000
 SAMPLE=0.2
 HINTS=/sys/module/metaroce/parameters/rate_hints
+CAPACITY=/sys/module/metaroce/parameters/rx_capacity_mbps
 trap 'kill_sampler; [ -n "$R1PID" ] && kill "$R1PID" 2>/dev/null; fabric_down; rm -rf "$LOG"' EXIT
 
 drv_plane() { case $1 in metaroce) echo mr;; rxe) echo rx;; esac; }
@@ -270,7 +271,10 @@ cell_blackhole() {
 }
 
 # cell_incast N: N senders, one QP each, into d1 over one link (K=1), hints on and off
-# when the driver has them; per-sender rates at r1's host links.
+# when the driver has them; per-sender rates at r1's host links. The link, not d1's
+# netdev (a veth: 10 Gbit/s), bounds what d1 receives, so with hints on d1's inbound
+# capacity is set to the link's rate (rx_capacity_mbps): otherwise each sender's hint
+# is 10 Gbit/s / N and tells it nothing.
 cell_incast() {
 	local n=$1 drv i hints labels before_q after_q
 	labels=$(seq "$n" | sed 's/^/s/' | tr '\n' ' ')
@@ -278,6 +282,7 @@ cell_incast() {
 	for drv in metaroce rxe; do
 		for hints in $([ "$drv" = metaroce ] && [ -w $HINTS ] && echo "Y N" || echo -); do
 			[ "$hints" != - ] && echo "$hints" > $HINTS
+			[ "$hints" = Y ] && [ -w $CAPACITY ] && echo $(($(fab_rate_bps) / 1000000)) > $CAPACITY
 			local tag="incast $n:1${hints/-/}"
 			[ "$hints" != - ] && tag="incast $n:1 hints $hints"
 			local devs=() plane
@@ -306,6 +311,7 @@ cell_incast() {
 				/dropped/ && !d[s]++ { x = $0; sub(/.*dropped /, "", x); sub(/,.*/, "", x); drop[s] = x }
 				{ for (f = 1; f < NF; f++) if ($f == "ecn_mark" || $f == "ce_mark") ecn[s] += $(f + 1) }
 				END { printf "drops %d, ECN marks %d", drop[1] - drop[0], ecn[1] - ecn[0] }')
+			[ -w $CAPACITY ] && { qd+=", rx_capacity_mbps $(cat $CAPACITY)"; echo 0 > $CAPACITY; }
 			echo "RESULT|$tag|$drv|$bws|MB/s per sender|$qd"
 			T0=$t0 series "incast$n-$drv$hints" $labels
 		done
