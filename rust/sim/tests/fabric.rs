@@ -20,30 +20,40 @@ fn run(k: usize, conn_beta: u32, seed: u64) -> f64 {
     run_mib(k, conn_beta, seed, 16)
 }
 
-/// Goodput in Mbit/s of `mib` MiB of WRITEs over `k` links, with `conn_beta`.
-fn run_mib(k: usize, conn_beta: u32, seed: u64, mib: usize) -> f64 {
+/// The VM's fabric: `hosts` hosts over `k` links of 20 Mbit/s, each marking
+/// ECN above fq_codel's 5 ms target.
+fn fabric(hosts: usize, k: usize, seed: u64) -> NetworkConfig {
     let mbit = 1_000_000u64;
     let mut l = fabric_link(20 * mbit, 300 * US);
-    // fq_codel's 5 ms target at 20 Mbit/s.
     l.ecn_threshold_bytes = 12_500;
-    let net = NetworkConfig {
-        hosts: 2,
+    NetworkConfig {
+        hosts,
         nic_rate_bps: 1000 * mbit,
         paths: vec![l; k],
         downlink: fabric_link(1000 * mbit, 50 * US),
         ecmp_seed: 0xEC3F + seed,
-    };
-    // The driver's settings (engine.rs: PATHS, ACK_EVERY, ACK_DELAY_NS, the
-    // RTO of local ACK timeout 14, a 1500-byte MTU).
+    }
+}
+
+/// The driver's settings (engine.rs: PATHS, ACK_EVERY, ACK_DELAY_NS, the RTO of
+/// local ACK timeout 14, a 1500-byte MTU).
+fn driver_config() -> Config {
     let mut c = Config::new(1);
     c.paths = 8;
     c.mtu = 1392;
     c.aimd = AimdConfig::for_mss(1392);
-    c.aimd.conn_beta = conn_beta;
     c.rto_initial_ns = 67_000_000;
     c.rto_min_ns = 16_700_000;
     c.ack_every = 8;
     c.ack_delay_ns = 2_000_000;
+    c
+}
+
+/// Goodput in Mbit/s of `mib` MiB of WRITEs over `k` links, with `conn_beta`.
+fn run_mib(k: usize, conn_beta: u32, seed: u64, mib: usize) -> f64 {
+    let net = fabric(2, k, seed);
+    let mut c = driver_config();
+    c.aimd.conn_beta = conn_beta;
     let mut w = build_world(net, Transport::Meta(HostConfig::new(c)), seed);
     w.add_flow(FlowSpec::writes(0, 1, mib, 1 << 20, true));
     let r = scenario::finish_run(&mut w);
@@ -122,29 +132,11 @@ fn paths_move_off_crowded_links() {
 /// one receiver over one link of the VM's fabric, rate hints (the link's rate
 /// as the receiver's capacity) on or off.
 fn incast(n: usize, hints: bool, seed: u64) -> (f64, f64) {
-    let mbit = 1_000_000u64;
-    let mut l = fabric_link(20 * mbit, 300 * US);
-    l.ecn_threshold_bytes = 12_500;
-    let net = NetworkConfig {
-        hosts: n + 1,
-        nic_rate_bps: 1000 * mbit,
-        paths: vec![l],
-        downlink: fabric_link(1000 * mbit, 50 * US),
-        ecmp_seed: 0xEC3F + seed,
-    };
-    let mut c = Config::new(1);
-    c.paths = 8;
-    c.mtu = 1392;
-    c.aimd = AimdConfig::for_mss(1392);
-    c.rto_initial_ns = 67_000_000;
-    c.rto_min_ns = 16_700_000;
-    c.ack_every = 8;
-    c.ack_delay_ns = 2_000_000;
-    let mut h = HostConfig::new(c);
+    let mut h = HostConfig::new(driver_config());
     if hints {
-        h.fair_share_bps = 20 * mbit / 8;
+        h.fair_share_bps = 20_000_000 / 8;
     }
-    let mut w = build_world(net, Transport::Meta(h), seed);
+    let mut w = build_world(fabric(n + 1, 1, seed), Transport::Meta(h), seed);
     let mib = 4;
     for s in 1..=n {
         w.add_flow(FlowSpec::writes(s, 0, mib, 1 << 20, true));
