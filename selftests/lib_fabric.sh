@@ -35,13 +35,15 @@
 # Documentation/metaroce/testing.rst for how it was chosen), FABRIC_AQM (the child
 # qdisc, default "fq_codel ecn"), FABRIC_HASH_POLICY (default 1; 0 hashes on addresses
 # only and puts every flow between two hosts on one link), FABRIC_MTU (default 1500),
-# FABRIC_TYPES (default "metaroce").
+# FABRIC_TYPES (default "metaroce"), FABRIC_BURST_MS (the shaper's bucket in
+# milliseconds of the rate, default 2, at least 3 MTUs).
 
 : "${FABRIC_RATE:=20mbit}"
 : "${FABRIC_AQM:=fq_codel ecn}"
 : "${FABRIC_HASH_POLICY:=1}"
 : "${FABRIC_MTU:=1500}"
 : "${FABRIC_TYPES:=metaroce}"
+: "${FABRIC_BURST_MS:=2}"
 FABRIC_K=0
 FABRIC_N=0
 # The namespaces (setup_ns names them; fab_ns looks one up by node name).
@@ -84,11 +86,31 @@ fab_hostlink() {
 # The burst is about 2 ms at the rate (at least 2 full frames).
 fab_shape() {
 	local ns=$1 dev=$2 parent=${3:-root} handle=${4:-1:} burst
-	burst=$(fab_rate_bps | awk -v m="$FABRIC_MTU" '{ b = $1 / 8 / 500; if (b < 3 * m) b = 3 * m; printf "%d", b }')
+	burst=$(fab_burst)
 	tc -n "$ns" qdisc add dev "$dev" $parent handle "$handle" tbf rate "$FABRIC_RATE" \
 		burst "$burst" latency 200ms || return 1
 	# shellcheck disable=SC2086 # FABRIC_AQM is a qdisc and its arguments
 	tc -n "$ns" qdisc add dev "$dev" parent "${handle%:}:1" handle "${handle%:}0:" $FABRIC_AQM
+}
+
+# fab_burst: the shaper's bucket in bytes, $FABRIC_BURST_MS of the rate (3 MTUs at least).
+fab_burst() {
+	fab_rate_bps | awk -v m="$FABRIC_MTU" -v ms="$FABRIC_BURST_MS" \
+		'{ b = $1 / 8 * ms / 1000; if (b < 3 * m) b = 3 * m; printf "%d", b }'
+}
+
+# fabric_set_burst MS: every link's shaper bucket (both ends) to MS milliseconds of the
+# rate (FABRIC_BURST_MS for links shaped later); links under netem are left alone.
+fabric_set_burst() {
+	local i r
+	FABRIC_BURST_MS=$1
+	for i in $(seq "$FABRIC_K"); do
+		for r in "$FABNS_r1" "$FABNS_r2"; do
+			tc -n "$r" qdisc show dev "l$i" | grep -q '^qdisc tbf 1: root' || continue
+			tc -n "$r" qdisc change dev "l$i" root handle 1: tbf rate "$FABRIC_RATE" \
+				burst "$(fab_burst)" latency 200ms || return 1
+		done
+	done
 }
 
 # fab_rate_bps: $FABRIC_RATE in bit/s (tc units: kbit, mbit, gbit).

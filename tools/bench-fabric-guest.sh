@@ -9,7 +9,8 @@
 #   INFO|<key>|<value>                                the run's settings
 # Bandwidth is perftest's BW average in MB/s (10^6 bytes/s), link rates in Mbit/s.
 #   tools/bench-fabric-guest.sh [--quick]
-# BENCH_DURATION (seconds per cell, default 8; 4 with --quick), FABRIC_RATE (per link).
+# BENCH_DURATION (seconds per cell, default 8; 4 with --quick), FABRIC_RATE (per link),
+# FABRIC_BURST_MS (the shaper's bucket, lib_fabric.sh).
 
 . "$(dirname "$0")/../selftests/lib.sh"
 . "$(dirname "$0")/../selftests/lib_fabric.sh"
@@ -27,7 +28,8 @@ LOG=$(mktemp -d /tmp/bench-fabric.XXXXXX)
 PORT=19000
 SAMPLE=0.2
 HINTS=/sys/module/metaroce/parameters/rate_hints
-trap 'kill_sampler; fabric_down; rm -rf "$LOG"' EXIT
+CAPACITY=/sys/module/metaroce/parameters/rx_capacity_mbps
+trap 'kill_sampler; [ -n "$R1PID" ] && kill "$R1PID" 2>/dev/null; fabric_down; rm -rf "$LOG"' EXIT
 
 drv_plane() { case $1 in metaroce) echo mr;; rxe) echo rx;; esac; }
 mbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b * 8 / 1e6 }'; }
@@ -65,12 +67,53 @@ series() {
 		{ pt = $1; for (i = 1; i <= k; i++) prev[i] = $(i + 1) }' "$LOG/$name.samples"
 }
 
-# paths_save WHEN: the driver's per-path state (debugfs) into $LOG/paths-WHEN, with
-# one process (under TCG every process start while perftest polls costs tenths of a
-# second: the blackhole's timing must not wait for it); paths_print WHEN prints it.
-paths_save() { grep -H . /sys/kernel/debug/metaroce/*/paths > "$LOG/paths-$1" 2>/dev/null; }
+# Under TCG every process started while perftest polls costs up to a second, so the
+# blackhole cell's timing path starts none but tc: r1's link counters come from
+# /proc/PID/net/dev of a process parked in r1's namespace ($R1PID; procfs shows the
+# reader's view of that process's namespace, unlike sysfs), sleeps are `read -t` on a
+# FIFO, the path state is read with `read`.
+R1PID=
+exec {SLEEPFD}<> <(:)
+nap() { read -rt "$1" -u "$SLEEPFD"; :; }
+r1_park() {
+	local j line
+	ip netns exec "$FABNS_r1" sleep 100000 &
+	R1PID=$!
+	for ((j = 0; j < 100; j++)); do
+		while IFS= read -r line; do
+			[[ $line == *l1:* ]] && return 0
+		done < "/proc/$R1PID/net/dev"
+		nap 0.1
+	done
+	echo "# r1_park: no l1 in /proc/$R1PID/net/dev"
+}
+# r1_tx: r1's tx bytes on l1..lK into TX[1..K] and their sum into TXSUM (builtins).
+TX=() TXSUM=0
+r1_tx() {
+	local line f i
+	TX=() TXSUM=0
+	while IFS= read -r line; do
+		line=${line/:/ }
+		read -ra f <<< "$line"
+		[[ ${f[0]} == l[0-9]* ]] && TX[${f[0]#l}]=${f[9]}
+	done < "/proc/$R1PID/net/dev"
+	for ((i = 1; i <= K; i++)); do TXSUM=$((TXSUM + ${TX[$i]:-0})); done
+}
+# us: $EPOCHREALTIME in microseconds into US.
+us() { US=${EPOCHREALTIME/./}; }
+
+# paths_save WHEN: the driver's per-path state (debugfs) into $LOG/paths-WHEN, read
+# with builtins; paths_print WHEN prints it.
+paths_save() {
+	local f line out=""
+	for f in /sys/kernel/debug/metaroce/*/paths; do
+		[ -e "$f" ] || { out+="no $f: $(echo /sys/kernel/debug/metaroce/*)"$'\n'; continue; }
+		while IFS= read -r line; do out+="$f:$line"$'\n'; done < "$f"
+	done
+	printf '%s' "$out" > "$LOG/paths-$1"
+}
 paths_print() {
-	[ -s "$LOG/paths-$1" ] || return 0
+	[ -s "$LOG/paths-$1" ] || { echo "# paths $1: empty"; return 0; }
 	sed "s|^/sys/kernel/debug/metaroce/\([^/]*\)/paths:|# paths $1 \1: |" "$LOG/paths-$1"
 }
 
@@ -89,7 +132,7 @@ bw() {
 			for (i = 1; i <= NR; i++) if (t && d[i] * 20 >= t) n++
 			printf "links used %d of %d:", n, l
 			for (i = 1; i <= NR; i++) printf " %.0f%%", t ? 100 * d[i] / t : 0 }')
-	echo "RESULT|$cell|$drv|${v:--}|MB/s|$note"
+	echo "RESULT|$cell|$drv|${v:--}|MB/s|${BW_NOTE:-}$note"
 }
 
 # cell_bw: K=1 against K=4, 1 QP and 4 QPs.
@@ -103,6 +146,27 @@ cell_bw() {
 			bw "bw K=$K ${q}QP" $drv $K -q $q
 		done
 	done
+}
+
+# cell_burst: one QP over one link, and one TCP stream (iperf3) for comparison, with
+# the shaper's bucket at 2 ms of the rate and at 20 ms: under TCG the qdisc's timer
+# and softirq run late while perftest polls, and a small bucket cannot catch up.
+cell_burst() {
+	local ms tcp keep=$FABRIC_BURST_MS
+	fabric_use_links 1
+	ip netns exec "$FABNS_d1" iperf3 -s -D -p 5202 >/dev/null 2>&1
+	sleep 1
+	for ms in 2 20; do
+		fabric_set_burst $ms
+		sleep 0.5
+		tcp=$(ip netns exec "$FABNS_s1" iperf3 -c "$(fab_addr mr d 1 4)" -p 5202 -t "$D" -f m 2>&1 |
+			awk '/receiver/ { for (i = 1; i < NF; i++) if ($(i + 1) == "Mbits/sec") v = $i } END { printf "%.2f", v / 8 }')
+		BW_NOTE="TCP (iperf3, 1 stream) on the same link: $tcp MB/s; " \
+			bw "bw K=1 1QP, tbf burst $ms ms" metaroce 1
+	done
+	ip netns exec "$FABNS_d1" pkill -x iperf3
+	fabric_set_burst "$keep"
+	fabric_use_links $K
 }
 
 # cell_delay: 10 ms on every link, both ways.
@@ -145,60 +209,72 @@ cell_hot() {
 	ip netns exec "$FABNS_d1" pkill -x iperf3
 }
 
-# cell_blackhole: the busiest link of a 1-QP transfer blackholed 2 s in, for the rest
-# of a $BH s transfer; per-link rates sampled every $SAMPLE s.
+# cell_blackhole: the busiest link of a 1-QP transfer blackholed 2 s after the first
+# data, for the rest of a $BH s transfer; per-link rates sampled every $SAMPLE s. From
+# the start of perftest to the fault only builtins and one tc run (see r1_tx).
 cell_blackhole() {
-	local drv link t_fault labels i
+	local drv link labels i j t0 t_data t_fault prev best d
+	local -a before
 	labels=$(seq $K | sed 's/^/l/' | tr '\n' ' ')
+	r1_park
 	for drv in metaroce rxe; do
 		PORT=$((PORT + 1))
 		sampler "bh-$drv" $labels
-		local before after t0
-		t0=$EPOCHREALTIME
-		before=$(fabric_links_tx)
+		nap 0.5
+		us; t0=$US
 		fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$BH"
 		# perftest's setup takes seconds under TCG: time the fault from the first
 		# data on the links (64 KiB more in 0.2 s), not from the command's start.
-		local t_data="" prev now_tx
-		prev=$(fabric_links_tx | awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
-		for _ in $(seq 300); do
-			sleep 0.2
-			now_tx=$(fabric_links_tx | awk '{ s = 0; for (i = 1; i <= NF; i++) s += $i; print s }')
-			[ $((now_tx - prev)) -ge 65536 ] && { t_data=$EPOCHREALTIME; break; }
-			prev=$now_tx
+		t_data=
+		r1_tx; prev=$TXSUM
+		for ((j = 0; j < 600; j++)); do
+			nap 0.2
+			r1_tx
+			((TXSUM - prev >= 65536)) && { us; t_data=$US; break; }
+			prev=$TXSUM
 		done
-		[ -n "$t_data" ] || t_data=$EPOCHREALTIME
-		before=$(fabric_links_tx)
-		sleep 1
-		after=$(fabric_links_tx)
-		# The link carrying most of it.
-		link=$(paste <(echo "$before" | tr ' ' '\n') <(echo "$after" | tr ' ' '\n') |
-			awk '{ d = $2 - $1; if (d > m) { m = d; b = NR } } END { print b + 0 }')
-		[ "$link" -ge 1 ] || link=1
+		[ -n "$t_data" ] || { us; t_data=$US; }
+		# The link carrying most of the next second.
+		r1_tx; before=("${TX[@]}")
+		nap 1
+		r1_tx
+		link=1 best=-1
+		for ((i = 1; i <= K; i++)); do
+			d=$((TX[i] - ${before[i - 1]:-0}))
+			((d > best)) && { best=$d; link=$i; }
+		done
 		[ "$drv" = metaroce ] && paths_save before
-		# 2 s after the data started (the sleep absorbs the dump's time).
-		sleep "$(awk -v d="$t_data" -v n="$EPOCHREALTIME" 'BEGIN { s = d + 2 - n; printf "%.3f", (s > 0 ? s : 0) }')"
-		# The fault's time: r1's end (the data direction) is the first tc command.
-		t_fault=$EPOCHREALTIME
-		fabric_link_impair "$link" loss 100%
-		echo "INFO|blackhole $drv fault_after_data|$(awk -v f="$t_fault" -v d="$t_data" 'BEGIN { printf "%.3f", f - d }')"
-		sleep 3
+		# 2 s after the data started.
+		us; d=$((t_data + 2000000 - US))
+		((d > 0)) && { printf -v d '%d.%06d' $((d / 1000000)) $((d % 1000000)); nap "$d"; }
+		# The fault: r1's end (the data direction) first, one tc each; the link's
+		# shaper and queue come back with fabric_link_clear after the transfer.
+		us; t_fault=$US
+		tc -n "$FABNS_r1" qdisc replace dev "l$link" root handle 5: netem loss 100% limit 100000
+		tc -n "$FABNS_r2" qdisc replace dev "l$link" root handle 5: netem loss 100% limit 100000
+		nap 3
 		[ "$drv" = metaroce ] && paths_save after
 		fabric_perf_wait || echo "# blackhole $drv: perftest failed: $(tail -3 "$LOG/cli" | tr '\n' ' ')"
 		kill_sampler
 		fabric_link_clear "$link"
 		[ "$drv" = metaroce ] && { paths_save end; paths_print before; paths_print after; paths_print end; }
-		echo "INFO|blackhole $drv fault_t|$(awk -v f="$t_fault" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"
+		sec() { printf '%d.%03d' $(($1 / 1000000)) $(($1 % 1000000 / 1000)); }
+		echo "INFO|blackhole $drv fault_after_data|$(sec $((t_fault - t_data)))"
+		echo "INFO|blackhole $drv fault_t|$(sec $((t_fault - t0)))"
 		echo "INFO|blackhole $drv link|l$link"
-		echo "INFO|blackhole $drv data_t|$(awk -v f="$t_data" -v z="$t0" 'BEGIN { printf "%.3f", f - z }')"
-		T0=$t0 series "bh-$drv" $labels
+		echo "INFO|blackhole $drv data_t|$(sec $((t_data - t0)))"
+		T0=$(sec "$t0") series "bh-$drv" $labels
 		v=$(fabric_bw "$LOG/cli")
-		echo "RESULT|blackhole 1QP ${BH}s, busiest link lost 2.5 s in|$drv|${v:--}|MB/s|perftest's average over the run"
+		echo "RESULT|blackhole 1QP ${BH}s, busiest link lost 2 s after the first data|$drv|${v:--}|MB/s|perftest's average over the run"
 	done
+	kill "$R1PID" 2>/dev/null; wait "$R1PID" 2>/dev/null
 }
 
 # cell_incast N: N senders, one QP each, into d1 over one link (K=1), hints on and off
-# when the driver has them; per-sender rates at r1's host links.
+# when the driver has them; per-sender rates at r1's host links. The link, not d1's
+# netdev (a veth: 10 Gbit/s), bounds what d1 receives, so with hints on d1's inbound
+# capacity is set to the link's rate (rx_capacity_mbps): otherwise each sender's hint
+# is 10 Gbit/s / N and tells it nothing.
 cell_incast() {
 	local n=$1 drv i hints labels before_q after_q
 	labels=$(seq "$n" | sed 's/^/s/' | tr '\n' ' ')
@@ -206,6 +282,7 @@ cell_incast() {
 	for drv in metaroce rxe; do
 		for hints in $([ "$drv" = metaroce ] && [ -w $HINTS ] && echo "Y N" || echo -); do
 			[ "$hints" != - ] && echo "$hints" > $HINTS
+			[ "$hints" = Y ] && [ -w $CAPACITY ] && echo $(($(fab_rate_bps) / 1000000)) > $CAPACITY
 			local tag="incast $n:1${hints/-/}"
 			[ "$hints" != - ] && tag="incast $n:1 hints $hints"
 			local devs=() plane
@@ -234,6 +311,7 @@ cell_incast() {
 				/dropped/ && !d[s]++ { x = $0; sub(/.*dropped /, "", x); sub(/,.*/, "", x); drop[s] = x }
 				{ for (f = 1; f < NF; f++) if ($f == "ecn_mark" || $f == "ce_mark") ecn[s] += $(f + 1) }
 				END { printf "drops %d, ECN marks %d", drop[1] - drop[0], ecn[1] - ecn[0] }')
+			[ -w $CAPACITY ] && { qd+=", rx_capacity_mbps $(cat $CAPACITY)"; echo 0 > $CAPACITY; }
 			echo "RESULT|$tag|$drv|$bws|MB/s per sender|$qd"
 			T0=$t0 series "incast$n-$drv$hints" $labels
 		done
@@ -252,6 +330,7 @@ fabric_topology | sed 's/^/# /'
 echo "# fabric up in $((SECONDS - start)) s; preempt: $(cat /sys/kernel/debug/sched/preempt 2>/dev/null), cpus: $(nproc), ${D}s per cell"
 echo "INFO|rate_mbit|$(($(fab_rate_bps) / 1000000))"
 echo "INFO|links|$K"
+echo "INFO|burst_ms|$FABRIC_BURST_MS"
 echo "INFO|duration|$D"
 echo "INFO|rate_hints|$([ -e $HINTS ] && cat $HINTS || echo absent)"
 echo "INFO|rx_capacity_mbps|$(cat /sys/module/metaroce/parameters/rx_capacity_mbps 2>/dev/null || echo absent)"
@@ -259,6 +338,7 @@ BH=10
 [ $QUICK = 1 ] && BH=6
 selected() { [ -z "${BENCH_FILTER:-}" ] || echo "$1" | grep -Eq -- "$BENCH_FILTER"; }
 selected bw && cell_bw
+selected burst && cell_burst
 selected delay && cell_delay
 selected hot && cell_hot
 selected loss && cell_lossy

@@ -62,7 +62,9 @@ def blackhole_metrics(tot, fault):
     if not tot or fault is None:
         return None, None, None
     peak = max(v for _, v in tot) or 1
-    before = mean([v for t, v in tot if t < fault and v > 0.1 * peak])
+    # The last second before the fault: the transfer's first second is its ramp.
+    before = (mean([v for t, v in tot if fault - 1.0 <= t < fault])
+              or mean([v for t, v in tot if t < fault and v > 0.1 * peak]))
     end = max(t for t, v in tot if v > 0.05 * peak) if any(v > 0.05 * peak for _, v in tot) else fault
     after_w = [v for t, v in tot if fault < t <= end]
     steady = mean([v for t, v in tot if (fault + end) / 2 <= t <= end]) if end > fault + 1 else None

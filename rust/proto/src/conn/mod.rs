@@ -963,6 +963,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.health = crate::path::Health {
             sent: p.stats.sent,
             bad: path_health::bad(&p.stats),
+            pace_sent: p.stats.sent,
             ..Default::default()
         };
         if reset_window {

@@ -52,10 +52,13 @@ pub(crate) struct Health {
     pub(crate) worse: u8,
     /// Its last epoch's bad packets and packets sent ((0, 0): none yet).
     pub(crate) last: (u64, u64),
-    /// When the current epoch began (the first ACK after the path got its port).
-    pub(crate) since: Option<Instant>,
-    /// How long its last epoch took, in nanoseconds (0: none yet) ([MR-PATH-14]).
-    pub(crate) last_ns: u64,
+    /// When its current pace epoch began (the first ACK after the path got its
+    /// port) and its packets sent then ([MR-PATH-14]).
+    pub(crate) pace_since: Option<Instant>,
+    pub(crate) pace_sent: u64,
+    /// How long its last pace epoch took, in nanoseconds, and its packets
+    /// ((0, 0): none yet on this port).
+    pub(crate) pace: (u64, u64),
 }
 
 /// Sender-side state of one path.
