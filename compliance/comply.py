@@ -17,7 +17,8 @@ it with CLOSE; the IUT must accept the next connection from the same peer
 ([MR-CONN-14]).
 
 Prints a table per MUST ID (pass, fail, n/t = not testable from the wire,
-untested) and the counts; exits 1 if any check failed.
+untested) and the counts; exits 1 if any check failed, except in the tests
+that --xfail names (known limits of the IUT).
 """
 
 import argparse
@@ -61,7 +62,8 @@ class Ctx:
 
     def peer(self, **kw):
         p = Peer(self.a.bind, self.a.iut_addr, qpn=self.a.qpn, iut_qpn=self.a.iut_qpn,
-                 paths=4, mtu=1024, recv_port=self.a.recv_port,
+                 sq_psn=self.a.psn, rq_psn=self.a.iut_psn, paths=4, mtu=1024,
+                 recv_port=self.a.recv_port,
                  log=print if self.a.verbose else None, **kw)
         self.peers.append(p)
         return p
@@ -74,7 +76,29 @@ class Ctx:
     def va_at(self, off):
         return self.va + off
 
+    # spec: MR-GEN-3, MR-WIRE-10
+    def reserved_zero(self):
+        """[MR-GEN-3], [MR-WIRE-10] over every packet the IUT sent in this test."""
+        bad, n = [], 0
+        for p in self.peers:
+            for x in p.seen:
+                n += 1
+                r = x.raw
+                if x.flags & 0xE0:
+                    bad.append(("GEN-3", f"{x.name} flags {x.flags:#x}"))
+                if x.type not in w.DATA_HEADER_LEN and (x.path or x.psn):
+                    bad.append(("WIRE-10", f"{x.name} path {x.path} psn {x.psn:#x}"))
+                spots = {w.ACK: r[23:24], w.NAK: r[19:20], w.CONTROL: r[18:20] + (r[17:18] if r[16] != w.CTL_PATH_FLOOR else b""),
+                         w.READ_RESP: r[37:40], w.ATOMIC_RESP: r[41:44]}.get(x.type, b"")
+                if any(spots):
+                    bad.append(("GEN-3", f"{x.name} reserved bytes {spots.hex()}"))
+        if n:
+            for ids in ("GEN-3", "WIRE-10"):
+                mine = [b for i, b in bad if i == ids]
+                self.check(ids, not mine, f"reserved fields zero in {n} packets" + (f": {mine[:3]}" if mine else ""))
+
     def finish(self):
+        self.reserved_zero()
         for p in self.peers:
             if p.closed:
                 continue
@@ -169,7 +193,7 @@ def malformed_variants(p, c, q, msn, ssn):
 
 
 # spec: MR-WIRE-8, MR-WIRE-9, MR-WIRE-11, MR-CONN-4, MR-CONN-5, MR-CONN-13, MR-SACK-2
-# spec: MR-QP-4, MR-VAL-5, MR-SEC-3, MR-SEC-7, MR-SEC-2, MR-VAL-1
+# spec: MR-QP-4, MR-VAL-5, MR-SEC-3, MR-SEC-7, MR-SEC-2, MR-VAL-1, MR-VAL-4
 @test
 def t_header_drops(c):
     """Malformed and foreign packets are dropped without an answer."""
@@ -435,6 +459,31 @@ def t_read_out_of_bounds(c):
         and resp[0].flags & w.LAST and resp[0].total_len == 64
     c.check("OP-7,PLC-4", ok, f"READ_RESP {[(x.status, len(x.payload)) for x in resp]}")
     qp_now_in_error(c, p, "a refused READ")
+
+
+# spec: MR-PLC-3, MR-PLC-2
+@test
+def t_message_window(c):
+    """MSNs 64 or more ahead, or before the next to deliver, are dropped."""
+    p = c.peer()
+    opened(c, p)                      # one message delivered: next MSN is msn0 + 1
+    msn0 = w.add(p.next_msn, -1)
+    va = c.va_at(24576)
+    for name, msn in (("MSN next + 64", w.add(p.next_msn, 64)), ("MSN already delivered", msn0)):
+        _, ssn = p.alloc(1)
+        p.next_msn = w.add(p.next_msn, -1)
+        p.data(w.WRITE, FL | w.ACK_REQ, 1, msn, ssn, 0, w.ext_write(c.rkey, va, 1), b"\xee")
+        ans = no_answer(p)
+        c.check("PLC-3", not ans, f"{name}: {'dropped' if not ans else ans}")
+        p.next_ssn = ssn                 # the SSN was not taken
+    # SSN 1024 or more beyond the stream's cumulative SSN ([MR-PLC-2]).
+    msn, ssn = p.alloc(1)
+    p.data(w.WRITE, FL | w.ACK_REQ, 1, msn, w.add(ssn, 1024), 0, w.ext_write(c.rkey, va, 1), b"\xee")
+    ans = no_answer(p)
+    c.check("PLC-2", not ans, f"SSN cum + 1024: {'dropped' if not ans else ans}")
+    p.data(w.WRITE, FL | w.ACK_REQ, 1, msn, ssn, 0, w.ext_write(c.rkey, va + 1, 1), b"\x01")
+    got, _, _ = p.read(c.rkey, va, 2)
+    c.check("PLC-3,PLC-2", got == b"\x00\x01", f"only the in-window message placed: {got!r}")
 
 
 # spec: MR-ATOM-1, MR-ATOM-3, MR-OP-7, MR-PLC-4, MR-CMP-8
@@ -770,7 +819,10 @@ NOT_TESTABLE = {
     "CMP-5": "completions are local", "CMP-7": "completions are local",
     "CMP-9": "needs a deregistration during a READ", "CMP-10": "async events are local",
     "ATOM-2": "needs the IUT to hold 32 responses", "ATOM-4": "needs max_rd_atomic of the IUT",
-    "OP-6": "a requester's local refusal", "RNR-5": "needs the IUT's rnr_retry",
+    "OP-6": "a requester's local refusal",
+    "OP-5": "needs an IUT that posts READs and atomics (a server does not)",
+    "PLC-6": "needs an IUT that posts READs (a server does not)",
+    "WIRE-13": "needs an IUT that posts READs or atomics (a server does not)", "RNR-5": "needs the IUT's rnr_retry",
     "RNR-6": "a timer internal to the IUT (RNR-3 checks its effect)",
     "SRQ-1": "needs an SRQ on the IUT", "SRQ-2": "needs an SRQ on the IUT",
     "SRQ-3": "needs an SRQ on the IUT",
@@ -828,6 +880,8 @@ def main():
     ap.add_argument("--other-ip", default="127.0.0.3", help="another address of the suite's host ('' to skip)")
     ap.add_argument("--qpn", type=lambda s: int(s, 0), default=0x11)
     ap.add_argument("--iut-qpn", type=lambda s: int(s, 0), default=0x11)
+    ap.add_argument("--psn", type=lambda s: int(s, 0), default=0, help="the suite's sq_psn (the IUT's rq_psn)")
+    ap.add_argument("--iut-psn", type=lambda s: int(s, 0), default=0, help="the IUT's sq_psn")
     ap.add_argument("--rkey", type=lambda s: int(s, 0), default=0x1234)
     ap.add_argument("--va", type=lambda s: int(s, 0), default=0x100000)
     ap.add_argument("--region", type=lambda s: int(s, 0), default=1 << 20)
@@ -836,6 +890,8 @@ def main():
     ap.add_argument("--paths-iut", type=int, default=4)
     ap.add_argument("--only", help="run only tests whose name matches REGEX")
     ap.add_argument("--no-table", action="store_true", help="print only the counts")
+    ap.add_argument("--xfail", help="tests (REGEX) whose failures are known: shown, not counted in the exit status")
+    ap.add_argument("--json", help="also write the per-ID results to this file")
     ap.add_argument("-v", "--verbose", action="store_true")
     a = ap.parse_args()
     ip, _, port = a.iut.rpartition(":") if a.iut.count(":") == 1 else (a.iut, "", "")
@@ -843,6 +899,7 @@ def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     w.selftest()
     res = Result()
+    unexpected = 0
     for t in TESTS:
         if a.only and not re.search(a.only, t.__name__):
             continue
@@ -861,11 +918,19 @@ def main():
         if err:
             res.add(_first_id(t), False, t.__name__, f"aborted: {err}")
             fails += 1
-        print(f"{'FAIL' if fails else 'ok  '} {t.__name__} ({(time.monotonic() - start) * 1e3:.0f} ms)"
+        known = bool(fails and a.xfail and re.search(a.xfail, t.__name__))
+        unexpected += fails and not known
+        print(f"{('XFAIL' if known else 'FAIL') if fails else 'ok  '} {t.__name__} ({(time.monotonic() - start) * 1e3:.0f} ms)"
               + (f": {err}" if err else ""))
         time.sleep(0.02)
     counts = report(res, repo, not a.no_table)
-    return 1 if counts["fail"] else 0
+    if a.json:
+        import json
+        with open(a.json, "w") as f:
+            json.dump({i: [list(r) for r in rows] for i, rows in sorted(res.rows.items())}, f, indent=1)
+    if counts["fail"] and not unexpected:
+        print(f"compliance: every failure is a known one (--xfail {a.xfail})")
+    return 1 if unexpected else 0
 
 
 def _first_id(t):

@@ -21,4 +21,6 @@ server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null; rm -f "$log"' EXIT
 sleep 0.2
 kill -0 "$server" || { cat "$log" >&2; exit 1; }
-/usr/bin/python3 compliance/comply.py --iut 127.0.0.1 --bind 127.0.0.2 "$@"
+# Known: the userspace endpoint has no ECN (userspace.rst, "Limits"): std sockets
+# do not show the CE mark, so it never counts one.
+/usr/bin/python3 compliance/comply.py --iut 127.0.0.1 --bind 127.0.0.2 --xfail '^t_ce_echo$' "$@"
