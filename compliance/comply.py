@@ -742,6 +742,28 @@ def t_rate_hint(c):
             f"{fast and fast * 1e3:.1f} ms without")
 
 
+# spec: MR-ATOM-2, MR-RTX-1, MR-PSN-2
+@test
+def t_read_response_resent(c):
+    """READ_RESP segments not acknowledged are sent again from the held response."""
+    p = c.peer()
+    opened(c, p)
+    data = random_bytes(3000, 4)
+    p.write(c.rkey, c.va_at(49152), data)
+    p.ack_for(0)
+    p.auto_ack = False
+    got, first, msn = p.read(c.rkey, c.va_at(49152), 3000)
+    again = p.collect(lambda x: x.type == w.READ_RESP and x.msn == msn,
+                      until=lambda g: {x.ssn for x in g} >= {x.ssn for x in first}, timeout=0.5)
+    same = all(any(y.ssn == x.ssn and y.offset == x.offset and y.payload == x.payload for y in again) for x in first)
+    c.check("ATOM-2,RTX-1", got == data and again and same,
+            f"{len(first)} READ_RESP segments, {len(again)} sent again with the same data")
+    c.check("PSN-2", not ({(x.path, x.psn) for x in again} & {(x.path, x.psn) for x in first}),
+            "under new PSNs")
+    p.auto_ack = True
+    p.send_ack()
+
+
 # spec: MR-WIRE-4, MR-SACK-6
 @test
 def t_ce_echo(c):
@@ -827,7 +849,9 @@ NOT_TESTABLE = {
     "SRQ-1": "needs an SRQ on the IUT", "SRQ-2": "needs an SRQ on the IUT",
     "SRQ-3": "needs an SRQ on the IUT",
     "UD-1": "UD QPs", "UD-2": "UD QPs", "UD-3": "UD QPs", "UD-4": "UD QPs", "UD-5": "UD QPs",
-    "PATH-1": "configuration", "PATH-7": "a report to the driver",
+    "PATH-1": "configuration",
+    "SACK-11": "the hint's value is the IUT's choice, 0 when it has none",
+    "SACK-15": "RTT samples are internal", "PATH-7": "a report to the driver",
     "PATH-9": "RTO backoff after retirement", "PATH-12": "batching is invisible by design",
     "CC-9": "internal interface", "CC-13": "internal units",
     "SEC-1": "internal bounds", "SEC-5": "internal counters", "SEC-6": "internal counters",

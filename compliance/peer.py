@@ -45,6 +45,7 @@ class Peer:
         self.rxstate = {}                   # IUT path -> [cum, set of PSNs]
         self.auto_ack = True
         self.hold_paths = set()             # IUT paths left out of automatic ACKs
+        self.ce_counts = {}                 # ce_count we report per IUT path
         self.rate_hint = 0
         self.seen = []                      # every packet of this connection
         self.stray = 0
@@ -170,7 +171,7 @@ class Peer:
 
     def block(self, p):
         cum, got = self.rxstate[p]
-        return {"path": p, "cum_psn": cum, "sack": set(got)}
+        return {"path": p, "cum_psn": cum, "sack": set(got), "ce_count": self.ce_counts.get(p, 0)}
 
     def control(self, code, path=0, value=0, length=24):
         raw = w.control(self.dst(), self.conn, code, path, value, self.hdr_flags(0))
