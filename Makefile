@@ -62,10 +62,12 @@ test-vm: modules
 check: setup
 	@scripts/check.sh
 
-# The packet-level compliance suite against the userspace endpoint on this host
-# (compliance/README.md; ARGS='--only REGEX -v' and the like go to comply.py).
+# The packet-level compliance suite against the userspace endpoint on this host,
+# then the Wireshark dissector against a capture (compliance/README.md;
+# ARGS='--only REGEX -v' and the like go to comply.py).
 compliance: setup
 	@compliance/run.sh $(ARGS)
+	@compliance/check-dissector.sh
 
 check-sanitize: setup
 	@selftests/run.sh --sanitize

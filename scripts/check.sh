@@ -46,6 +46,7 @@ run_step "clippy (userspace crates; kernel crates with CLIPPY=1)" scripts/check-
 run_step "cache paths independent of what is installed" scripts/check-cache-keys.sh
 run_step "cargo test (protocol core, simulator, userspace endpoint)" cargo test --workspace --quiet
 run_step "compliance suite against metaroce-user on this host" compliance/run.sh --no-table
+run_step "Wireshark dissector: tshark decodes a capture as the suite does" compliance/check-dissector.sh
 run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20
 if run_step "build metaroce.ko" make --no-print-directory modules; then
 	run_step "protocol core: no panic path, no large stack frame (kernel flags)" \
