@@ -224,8 +224,7 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         let end = Instant::now() + Duration::from_secs(a.time);
         let mut cfg = a.ep;
         while Instant::now() < end {
-            let mut ep =
-                Endpoint::new(sock, a.peer, cfg).map_err(|e| format!("open QP: {e:?}"))?;
+            let mut ep = Endpoint::new(sock, a.peer, cfg).map_err(|e| format!("open QP: {e:?}"))?;
             cfg.conn_id = fresh_conn_id(cfg.conn_id);
             let echoed = serve(&mut ep, a.region, || Instant::now() < end)?;
             let s = ep.stats();
