@@ -28,7 +28,7 @@ pids+=($!)
 for _ in $(seq 50); do grep -q "Capturing on" "$tmp/tshark.log" && break; sleep 0.1; done
 "$bin" server --bind 127.0.0.1 --peer 127.0.0.2 --time 20 >"$tmp/server.log" 2>&1 &
 pids+=($!)
-sleep 0.2
+for _ in $(seq 100); do ss -Huln 'src 127.0.0.1 and sport = :4793' | grep -q . && break; sleep 0.05; done
 "$bin" check --bind 127.0.0.2 --peer 127.0.0.1 --size 5000 >/dev/null
 kill "${pids[1]}"; wait "${pids[1]}" 2>/dev/null || true
 compliance/run.sh --no-table --only 'open_write|sack_gaps|nak_WRITE_with|^t_rnr$|control_open|read_out_of' >/dev/null

@@ -262,7 +262,8 @@ class Peer:
 
 
 def _complete(resp, length):
-    return sum(len(p.payload) for p in resp) >= length and any(p.flags & w.LAST for p in resp) \
+    distinct = {p.ssn: p for p in resp}.values()
+    return sum(len(p.payload) for p in distinct) >= length and any(p.flags & w.LAST for p in resp) \
         or any(p.status != 0 for p in resp)
 
 

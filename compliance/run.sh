@@ -19,7 +19,12 @@ log=$(mktemp /tmp/comply-server.XXXXXX)
 	--time 600 >"$log" 2>&1 &
 server=$!
 trap 'kill "$server" 2>/dev/null; wait "$server" 2>/dev/null || true; rm -f "$log"' EXIT
-sleep 0.2
+# Ready once its socket is bound (a loaded host may take a while to start it).
+for _ in $(seq 100); do
+	ss -Huln 'src 127.0.0.1 and sport = :4793' | grep -q . && break
+	kill -0 "$server" 2>/dev/null || break
+	sleep 0.05
+done
 kill -0 "$server" || { cat "$log" >&2; exit 1; }
 # Known: the userspace endpoint has no ECN (userspace.rst, "Limits"): std sockets
 # do not show the CE mark, so it never counts one.
