@@ -24,6 +24,7 @@ that --xfail names (known limits of the IUT).
 import argparse
 import os
 import re
+import socket
 import subprocess
 import sys
 import time
@@ -61,12 +62,25 @@ class Ctx:
         self.peers = []
 
     def peer(self, **kw):
+        if self.a.iut_control:
+            self.fresh_iut_qp()
         p = Peer(self.a.bind, self.a.iut_addr, qpn=self.a.qpn, iut_qpn=self.a.iut_qpn,
                  sq_psn=self.a.psn, rq_psn=self.a.iut_psn, paths=4, mtu=1024,
                  recv_port=self.a.recv_port,
                  log=print if self.a.verbose else None, **kw)
         self.peers.append(p)
         return p
+
+    def fresh_iut_qp(self):
+        """Asks the IUT's agent (iut_verbs.py) for a new QP: its QPN, rkey, va, size."""
+        a = self.a
+        if a.control is None:
+            host, port = a.iut_control.rsplit(":", 1)
+            a.control = socket.create_connection((host, int(port)), timeout=10)
+            a.control_rx = a.control.makefile("r")
+        a.control.sendall(f"new {a.qpn}\n".encode())
+        qpn, rkey, va, size = (int(x) for x in a.control_rx.readline().split())
+        a.iut_qpn, self.rkey, self.va, self.size = qpn, rkey, va, size
 
     def check(self, ids, ok, note=""):
         if self.a.verbose or not ok:
@@ -920,6 +934,8 @@ def main():
     ap.add_argument("--recv-depth", type=int, default=16, help="receives the IUT keeps posted")
     ap.add_argument("--byteorder", default="little", help="the IUT host's byte order (atomics)")
     ap.add_argument("--paths-iut", type=int, default=4)
+    ap.add_argument("--iut-control", help="HOST:PORT of an IUT agent (iut_verbs.py) that makes a "
+                    "new QP for each connection and tells its QPN, rkey, va and size")
     ap.add_argument("--only", help="run only tests whose name matches REGEX")
     ap.add_argument("--no-table", action="store_true", help="print only the counts")
     ap.add_argument("--xfail", help="tests (REGEX) whose failures are known: shown, not counted in the exit status")
@@ -928,6 +944,7 @@ def main():
     a = ap.parse_args()
     ip, _, port = a.iut.rpartition(":") if a.iut.count(":") == 1 else (a.iut, "", "")
     a.iut_addr = (ip, int(port) if port else w.UDP_PORT)
+    a.control = None
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     w.selftest()
     res = Result()
