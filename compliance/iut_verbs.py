@@ -25,17 +25,18 @@ import os
 import select
 import socket
 import sys
+from types import SimpleNamespace
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "selftests"))
 import pyverbs.enums as e  # noqa: E402
-from pyverbs.addr import AHAttr, GID, GlobalRoute  # noqa: E402
+from pyverbs.addr import GID  # noqa: E402
 from pyverbs.cq import CQ  # noqa: E402
 from pyverbs.device import Context  # noqa: E402
 from pyverbs.mr import MR  # noqa: E402
 from pyverbs.pd import PD  # noqa: E402
-from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr  # noqa: E402
+from pyverbs.qp import QP, QPCap, QPInitAttr  # noqa: E402
 from pyverbs.wr import SGE, RecvWR, SendWR  # noqa: E402
-from rc_common import INIT_MASK, RTR_MASK, RTS_MASK, roce_v2_ipv4_gid  # noqa: E402
+from rc_common import roce_v2_ipv4_gid, to_init, to_rtr, to_rts  # noqa: E402
 
 REMOTE = e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ | e.IBV_ACCESS_REMOTE_ATOMIC
 
@@ -54,7 +55,6 @@ class Agent:
         self.peer_gid = GID("0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x"
                             % tuple(int(x) for x in a.peer.split(".")))
         self.qp = None
-        self.sends = 0
 
     def new_qp(self, suite_qpn):
         if self.qp is not None:
@@ -64,21 +64,12 @@ class Agent:
                     max_recv_sge=1)
         self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.scq, rcq=self.rcq,
                                          cap=cap, sq_sig_all=1))
-        at = QPAttr(qp_state=e.IBV_QPS_INIT)
-        at.pkey_index, at.port_num, at.qp_access_flags = 0, 1, REMOTE
-        self.qp.modify(at, INIT_MASK)
-        at = QPAttr(qp_state=e.IBV_QPS_RTR)
-        at.path_mtu = e.IBV_MTU_1024
-        at.dest_qp_num = suite_qpn
-        at.rq_psn = 0
-        at.max_dest_rd_atomic = 16
-        at.min_rnr_timer = 1
-        gr = GlobalRoute(dgid=self.peer_gid, sgid_index=self.gid_index, hop_limit=64)
-        at.ah_attr = AHAttr(gr=gr, is_global=1, port_num=1)
-        self.qp.modify(at, RTR_MASK)
-        at = QPAttr(qp_state=e.IBV_QPS_RTS)
-        at.timeout, at.retry_cnt, at.rnr_retry, at.sq_psn, at.max_rd_atomic = 14, 7, 7, 0, 16
-        self.qp.modify(at, RTS_MASK)
+        # rc_common's steps (the selftests' own), with the suite as the peer.
+        me = SimpleNamespace(qp=self.qp, gid_index=self.gid_index)
+        suite = SimpleNamespace(qp=SimpleNamespace(qp_num=suite_qpn), gid=self.peer_gid)
+        to_init(me, REMOTE)
+        to_rtr(me, suite, 0)
+        to_rts(me, 0)
         for i in range(self.a.depth):
             self.post_recv(i)
         return f"{self.qp.qp_num} {self.region.rkey} {self.region.buf} {self.a.region}\n"
