@@ -28,7 +28,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check check-sanitize test-core test-vm sim bench bench-fabric vm clean install dkms fmt
+.PHONY: all modules setup kernel demo check check-sanitize test-core test-vm sim bench bench-fabric vm clean install dkms fmt compliance
 all: modules
 
 setup:
@@ -61,6 +61,13 @@ test-vm: modules
 
 check: setup
 	@scripts/check.sh
+
+# The packet-level compliance suite against the userspace endpoint on this host,
+# then the Wireshark dissector against a capture (compliance/README.md;
+# ARGS='--only REGEX -v' and the like go to comply.py).
+compliance: setup
+	@compliance/run.sh $(ARGS)
+	@compliance/check-dissector.sh
 
 check-sanitize: setup
 	@selftests/run.sh --sanitize

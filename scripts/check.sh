@@ -5,7 +5,8 @@
 #   1. lints: no `unsafe` and no `bindings::` in the driver crate, spec IDs, docs,
 #      rustfmt, clippy, cache paths that do not depend on what is installed
 #   2. the cargo tests of the protocol core, the simulator and the userspace endpoint
-#      (unit, property, simulation, loopback UDP),
+#      (unit, property, simulation, loopback UDP), the compliance suite against the
+#      userspace endpoint (compliance/, host only),
 #      then every fuzz target for a short while from the committed seeds
 #   3. metaroce.ko builds against the test kernel (warning-free), the core compiled with
 #      its flags has no panic path and no large stack frame, and DKMS builds it too
@@ -44,6 +45,8 @@ run_step "rustfmt --check (the kernel's settings)" scripts/check-format.sh
 run_step "clippy (userspace crates; kernel crates with CLIPPY=1)" scripts/check-clippy.sh
 run_step "cache paths independent of what is installed" scripts/check-cache-keys.sh
 run_step "cargo test (protocol core, simulator, userspace endpoint)" cargo test --workspace --quiet
+run_step "compliance suite against metaroce-user on this host" compliance/run.sh --no-table
+run_step "Wireshark dissector: tshark decodes a capture as the suite does" compliance/check-dissector.sh
 run_step "fuzz smoke (every target, 20 s each)" scripts/fuzz-smoke.sh 20
 if run_step "build metaroce.ko" make --no-print-directory modules; then
 	run_step "protocol core: no panic path, no large stack frame (kernel flags)" \

@@ -64,6 +64,14 @@ PIN
 	done_ apt "$APT_KEY"
 fi
 
+# tshark for the compliance suite's Wireshark dissector check (compliance/dissector):
+# its own step, so that adding it does not re-run the one above on every machine.
+if ! fresh tshark tshark || ! command -v tshark >/dev/null; then
+	log "apt-get install tshark"
+	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends tshark >/dev/null
+	done_ tshark tshark
+fi
+
 if ! fresh bindgen bindgen-cli || [ ! -x "$TOOLS_DIR/bin/bindgen" ]; then
 	log "cargo install bindgen-cli"
 	# The rustup cargo on PATH builds the host tool; the kernel itself uses /usr/bin/rustc.

@@ -82,6 +82,16 @@ fn status_of(e: MemError) -> Status {
     }
 }
 
+/// The responder error a NAK code reports; `None` for RNR, which fails nothing.
+fn status_of_nak(code: NakCode) -> Option<Status> {
+    match code {
+        NakCode::Rnr => None,
+        NakCode::AccessError => Some(Status::AccessError),
+        NakCode::InvalidRequest => Some(Status::InvalidRequest),
+        NakCode::RemoteOpError => Some(Status::RemoteOpError),
+    }
+}
+
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Processes one received datagram (the UDP payload).
     ///
@@ -270,6 +280,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
             Seg::Nak(code) => {
                 self.stats.rx_naked = self.stats.rx_naked.saturating_add(1);
+                // Every refusal but RNR moves the responder QP to the error
+                // state, the structural ones (no LAST, a payload, a length
+                // above MAX_MSG_LEN) as well as the memory ones ([MR-CMP-8]).
+                //= Documentation/metaroce/spec.rst#responder-errors
+                if let Some(status) = status_of_nak(code) {
+                    if let Some(q) = self
+                        .qp_by_qpn(stream.qpn)
+                        .and_then(|qi| self.qps.qp_mut(qi))
+                    {
+                        q.fail_responder(status);
+                    }
+                }
                 let nak = Nak {
                     path: h.path,
                     code,

@@ -1217,6 +1217,32 @@ fn responder_fails_on_a_send_longer_than_its_receive() {
     });
 }
 
+// spec: MR-CMP-8, MR-WIRE-12
+/// A request refused for its form (a READ without LAST), not for memory, fails
+/// the responder QP too: found by the compliance suite (compliance/comply.py).
+#[test]
+fn responder_fails_on_a_malformed_request() {
+    big(|| {
+        let (mut n, qp) = Net::with_qp(1);
+        n.c[0].post_send(qp, read(1, 64)).unwrap();
+        let mut pkt = n.out(0).into_iter().find(|p| is_data(p)).unwrap();
+        pkt[2] &= !0x02; // clear LAST
+        n.c[1]
+            .handle_datagram(n.now, false, &pkt, &mut n.mem[1])
+            .unwrap();
+        assert_eq!(n.c[1].stats().rx_naked, 1);
+        assert!(n.c[1].qps[0].qp.error.is_some());
+        let mut events = Vec::new();
+        while let Some(e) = n.c[1].poll_event() {
+            events.push(e);
+        }
+        assert!(events.contains(&Event::ResponderError {
+            qp: QpId(0),
+            error: crate::event::ResponderError::InvalidRequest
+        }));
+    });
+}
+
 fn read(id: u64, len: u32) -> WorkRequest {
     WorkRequest {
         wr_id: id,

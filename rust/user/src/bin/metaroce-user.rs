@@ -218,11 +218,14 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
     }
     let mut sock = LossySocket::new(PathPorts::new(UdpSocket::bind(a.bind)?), a.impairment);
     if a.mode == "server" {
-        // One connection per client run: a CLOSE ends it, a new one opens.
+        // One connection per client run: a CLOSE ends it, a new one opens,
+        // with a new id (spec [MR-CONN-14]: a packet for the closed connection
+        // must not reach the next one).
         let end = Instant::now() + Duration::from_secs(a.time);
+        let mut cfg = a.ep;
         while Instant::now() < end {
-            let mut ep =
-                Endpoint::new(sock, a.peer, a.ep).map_err(|e| format!("open QP: {e:?}"))?;
+            let mut ep = Endpoint::new(sock, a.peer, cfg).map_err(|e| format!("open QP: {e:?}"))?;
+            cfg.conn_id = fresh_conn_id(cfg.conn_id);
             let echoed = serve(&mut ep, a.region, || Instant::now() < end)?;
             let s = ep.stats();
             out!(
@@ -288,6 +291,19 @@ fn run(a: Args) -> Result<(), Box<dyn std::error::Error>> {
         ep.transport().reordered
     );
     Ok(())
+}
+
+/// A random non-zero connection id other than `prev` (spec [MR-CONN-2]).
+fn fresh_conn_id(prev: u32) -> u32 {
+    use std::hash::{BuildHasher, Hasher};
+    loop {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u32(prev);
+        let id = h.finish() as u32;
+        if id != 0 && id != prev {
+            return id;
+        }
+    }
 }
 
 fn main() -> ExitCode {
