@@ -126,14 +126,15 @@ steady_pingpongs() {
 		ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$ga" -p $port \
 			-s 65536 -n 100 -c > "$LOG/ysrv" 2>&1 &
 		srv=$!
-		busywait 30000 listening "$NSA" $port || { kill $srv; echo 255 >> "$LOG/steady"; return; }
+		busywait 30000 listening "$NSA" $port ||
+			{ kill $srv; echo 255 >> "$LOG/steady"; ktap_print_msg "other: no server on $port"; return; }
 		ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$gb" -p $port \
 			-s 65536 -n 100 -c $IPA2 > "$LOG/ycli" 2>&1
 		rc=$?
 		wait $srv
 		rc=$((rc | $?))
 		echo $rc >> "$LOG/steady"
-		[ $rc = 0 ] || { tail -3 "$LOG/ysrv" "$LOG/ycli" | sed 's/^/#   other: /'; return; }
+		[ $rc = 0 ] || { tail -n 4 "$LOG/ysrv" "$LOG/ycli" | sed 's/^/#   other: /'; return; }
 	done
 }
 
