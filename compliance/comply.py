@@ -76,7 +76,15 @@ class Ctx:
         a = self.a
         if a.control is None:
             host, port = a.iut_control.rsplit(":", 1)
-            a.control = socket.create_connection((host, int(port)), timeout=10)
+            end = time.monotonic() + 60        # the agent may still be starting
+            while True:
+                try:
+                    a.control = socket.create_connection((host, int(port)), timeout=10)
+                    break
+                except ConnectionRefusedError:
+                    if time.monotonic() > end:
+                        raise
+                    time.sleep(0.5)
             a.control_rx = a.control.makefile("r")
         a.control.sendall(f"new {a.qpn}\n".encode())
         qpn, rkey, va, size = (int(x) for x in a.control_rx.readline().split())
@@ -572,7 +580,7 @@ def t_selective_retransmission(c):
     # The other paths are acknowledged as their packets come (the windows stay
     # open); path 0's four packets are held for one crafted ACK.
     p.hold_paths = {0}
-    echo = echo_of(c, p, 16 * 1024)
+    echo = echo_of(c, p, 4 * c.a.paths_iut * 1024)      # 4 packets a path
     p.auto_ack = False
     by_path = {}
     for x in echo:
@@ -933,7 +941,7 @@ def main():
     ap.add_argument("--region", type=lambda s: int(s, 0), default=1 << 20)
     ap.add_argument("--recv-depth", type=int, default=16, help="receives the IUT keeps posted")
     ap.add_argument("--byteorder", default="little", help="the IUT host's byte order (atomics)")
-    ap.add_argument("--paths-iut", type=int, default=4)
+    ap.add_argument("--paths-iut", type=int, default=4, help="the IUT's path count (metaroce-user --paths; the driver: 8)")
     ap.add_argument("--iut-control", help="HOST:PORT of an IUT agent (iut_verbs.py) that makes a "
                     "new QP for each connection and tells its QPN, rkey, va and size")
     ap.add_argument("--only", help="run only tests whose name matches REGEX")
