@@ -61,9 +61,11 @@ class Ctx:
         self.rkey, self.va, self.size = args.rkey, args.va, args.region
         self.peers = []
 
-    def peer(self, **kw):
+    def peer(self, iut_timeout=None, **kw):
+        """A new connection to the IUT; with an agent, to a fresh QP whose verbs
+        local ACK timeout is `iut_timeout` (the agent's default if None)."""
         if self.a.iut_control:
-            self.fresh_iut_qp()
+            self.fresh_iut_qp(iut_timeout)
         p = Peer(self.a.bind, self.a.iut_addr, qpn=self.a.qpn, iut_qpn=self.a.iut_qpn,
                  sq_psn=self.a.psn, rq_psn=self.a.iut_psn, paths=4, mtu=1024,
                  recv_port=self.a.recv_port,
@@ -71,7 +73,7 @@ class Ctx:
         self.peers.append(p)
         return p
 
-    def fresh_iut_qp(self):
+    def fresh_iut_qp(self, timeout=None):
         """Asks the IUT's agent (iut_verbs.py) for a new QP: its QPN, rkey, va, size."""
         a = self.a
         if a.control is None:
@@ -86,7 +88,7 @@ class Ctx:
                         raise
                     time.sleep(0.5)
             a.control_rx = a.control.makefile("r")
-        a.control.sendall(f"new {a.qpn}\n".encode())
+        a.control.sendall(f"new {a.qpn}{'' if timeout is None else f' {timeout}'}\n".encode())
         qpn, rkey, va, size = (int(x) for x in a.control_rx.readline().split())
         a.iut_qpn, self.rkey, self.va, self.size = qpn, rkey, va, size
 
@@ -575,12 +577,18 @@ def echo_of(c, p, n, timeout=1.0):
 @test
 def t_selective_retransmission(c):
     """A SACK gap on one IUT path: exactly the missing segment comes again."""
-    p = c.peer()
+    # The suite holds path 0's packets for the whole echo: with a kernel IUT
+    # under emulation that outlasts its retransmission timer (verbs timeout 14:
+    # a 16.8 ms floor), which would resend them before the crafted ACK. Timeout
+    # 18 (1.07 s, a 268 ms floor) leaves the SACK to do it.
+    p = c.peer(iut_timeout=18)
     opened(c, p)
     # The other paths are acknowledged as their packets come (the windows stay
-    # open); path 0's four packets are held for one crafted ACK.
+    # open); path 0's packets (at least four) are held for one crafted ACK.
+    # Each sender picks its own mtu ([MR-WIRE-6]); none exceeds 1500 bytes of
+    # payload on the suite's links, so this echo puts at least 4 on every path.
     p.hold_paths = {0}
-    echo = echo_of(c, p, 4 * c.a.paths_iut * 1024)      # 4 packets a path
+    echo = echo_of(c, p, 4 * c.a.paths_iut * 1500)
     p.auto_ack = False
     by_path = {}
     for x in echo:

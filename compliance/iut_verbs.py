@@ -12,7 +12,9 @@ open to remote WRITE, READ and atomics, --depth receives of --region bytes
 posted, every SEND echoed. The suite (comply.py --iut-control HOST:PORT) asks
 for a fresh QP before each connection over TCP:
 
-  suite: "new SUITE_QPN\\n"    agent: "QPN RKEY VA SIZE\\n"
+  suite: "new SUITE_QPN [TIMEOUT]\\n"    agent: "QPN RKEY VA SIZE\\n"
+
+TIMEOUT is the QP's verbs local ACK timeout (default 14, perftest's).
 
 The agent destroys the previous QP (a closed connection's QP stays in error,
 [MR-CONN-14]), zeroes the region, creates the next one and brings it to RTS with
@@ -56,7 +58,7 @@ class Agent:
                             % tuple(int(x) for x in a.peer.split(".")))
         self.qp = None
 
-    def new_qp(self, suite_qpn):
+    def new_qp(self, suite_qpn, timeout=14):
         if self.qp is not None:
             self.qp.close()
         self.region.write(bytes(self.a.region), self.a.region)
@@ -69,7 +71,7 @@ class Agent:
         suite = SimpleNamespace(qp=SimpleNamespace(qp_num=suite_qpn), gid=self.peer_gid)
         to_init(me, REMOTE)
         to_rtr(me, suite, 0)
-        to_rts(me, 0)
+        to_rts(me, 0, timeout=timeout)
         for i in range(self.a.depth):
             self.post_recv(i)
         return f"{self.qp.qp_num} {self.region.rkey} {self.region.buf} {self.a.region}\n"
@@ -125,7 +127,8 @@ def main():
                 line, bufs[s] = bufs[s].split(b"\n", 1)
                 words = line.decode().split()
                 if words[:1] == ["new"]:
-                    s.sendall(agent.new_qp(int(words[1], 0)).encode())
+                    timeout = int(words[2]) if len(words) > 2 else 14
+                    s.sendall(agent.new_qp(int(words[1], 0), timeout).encode())
         agent.poll()
 
 

@@ -200,7 +200,11 @@ fn pingpong(mut a: Args) -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
     let mut r = Requester::new(&mut ep, a.region);
     for i in 0..a.iters {
-        r.check_send_recv(a.size, i)?;
+        if let Err(e) = r.check_send_recv(a.size, i) {
+            // What the transport saw, to tell loss from a peer that went quiet.
+            eprintln!("pingpong: round trip {i} failed: {:?}", ep.stats());
+            return Err(e.into());
+        }
     }
     let secs = start.elapsed().as_secs_f64();
     out!(
