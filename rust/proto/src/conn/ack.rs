@@ -169,6 +169,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let mut psn = una;
             self.loss_detections = self.loss_detections.wrapping_add(1);
             let paths = self.cfg.paths;
+            let ack_timeout = self.cfg.rto_initial_ns;
             let Some(p) = self.paths.get_mut(pi) else {
                 return;
             };
@@ -176,7 +177,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 if let Some(s) = p.inflight.mark_lost(psn) {
                     lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
                     p.stats.lost = p.stats.lost.saturating_add(1);
-                    self.qps.request_lost(&s, self.loss_detections, paths);
+                    self.qps
+                        .request_lost(&s, self.loss_detections, paths, now, ack_timeout);
                 }
                 psn = psn.wrapping_add(1);
             }

@@ -229,6 +229,8 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     /// `poll_transmit` held data back for pacing.
     paced: bool,
     consecutive_rto: u32,
+    /// When the run counted in `consecutive_rto` began.
+    rto_run_since: Instant,
     /// Loss detections so far: a path timeout or an ACK block that declared
     /// packets lost ([`Qp::request_lost`](qp::Qp::request_lost) counts each once).
     loss_detections: u32,
@@ -353,6 +355,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             next_send_at: now,
             paced: false,
             consecutive_rto: 0,
+            rto_run_since: Instant::ZERO,
             loss_detections: 0,
             undo: Default::default(),
             dead_port: Default::default(),
@@ -400,6 +403,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             next_send_at: now,
             paced: false,
             consecutive_rto: 0,
+            rto_run_since: Instant::ZERO,
             loss_detections: 0,
             undo: Default::default(),
             dead_port: Default::default(),
@@ -451,6 +455,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.next_send_at = now;
         self.paced = false;
         self.consecutive_rto = 0;
+        self.rto_run_since = Instant::ZERO;
         self.loss_detections = 0;
         self.undo = Default::default();
         self.dead_port = Default::default();
@@ -899,9 +904,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.timeout_end = Some(end);
         self.loss_detections = self.loss_detections.wrapping_add(1);
         let paths = self.cfg.paths;
+        let ack_timeout = self.cfg.rto_initial_ns;
         while psn != end {
             if let Some(s) = p.inflight.mark_lost(psn) {
-                self.qps.request_lost(&s, self.loss_detections, paths);
+                self.qps
+                    .request_lost(&s, self.loss_detections, paths, now, ack_timeout);
             }
             psn = psn.wrapping_add(1);
         }
@@ -919,6 +926,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if retire {
             self.retire_path(i, true);
         }
+        if self.consecutive_rto == 0 {
+            self.rto_run_since = now;
+        }
         self.consecutive_rto = self.consecutive_rto.saturating_add(1);
         // The most patient QP's limit: the others fail by their own ([MR-RTX-13]).
         let limit = (0..self.qps.len())
@@ -926,7 +936,9 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             .filter(|q| q.state == QpState::Active)
             .fold(self.cfg.retry_limit, |l, q| l.max(q.retry_limit));
         let budget = u32::from(limit).saturating_mul(u32::from(self.cfg.paths));
-        if self.consecutive_rto > budget {
+        // Nor before `limit` local ACK timeouts: see [`Qp::request_lost`].
+        let patience = u64::from(limit).saturating_mul(self.cfg.rto_initial_ns);
+        if self.consecutive_rto > budget && now.nanos_since(self.rto_run_since) >= patience {
             self.fail_all(WcStatus::RetryExcErr);
         }
     }

@@ -148,6 +148,8 @@ pub(crate) struct Qp {
     pub(crate) lost_in_a_row: u32,
     /// The loss detection counted last in [`Qp::lost_in_a_row`].
     pub(crate) last_loss_detection: u32,
+    /// When the run counted in [`Qp::lost_in_a_row`] began.
+    pub(crate) loss_run_since: Instant,
     /// READ and ATOMIC requests that may be outstanding at once (verbs
     /// `max_rd_atomic`; 0 = no limit).
     pub(crate) rd_atomic_limit: u8,
@@ -318,16 +320,31 @@ impl Qp {
     /// more than `retry_limit * paths` in a row, with none of the QP's request
     /// packets acknowledged in between, fail the QP with `RetryExcErr`, however
     /// well the connection's other QPs fare: the peer drops what this one sends.
+    /// The run must also have lasted `retry_limit` times `ack_timeout_ns` (the
+    /// verbs local ACK timeout): an adaptive RTO far below it must not make a
+    /// peer that is only slow (a stalled host) look dead.
     //= Documentation/metaroce/spec.rst#qp-retry-limit
-    pub(crate) fn request_lost(&mut self, detection: u32, paths: u8) {
+    pub(crate) fn request_lost(
+        &mut self,
+        detection: u32,
+        paths: u8,
+        now: Instant,
+        ack_timeout_ns: u64,
+    ) {
         if self.state != QpState::Active
             || (self.lost_in_a_row > 0 && self.last_loss_detection == detection)
         {
             return;
         }
+        if self.lost_in_a_row == 0 {
+            self.loss_run_since = now;
+        }
         self.last_loss_detection = detection;
         self.lost_in_a_row = self.lost_in_a_row.saturating_add(1);
-        if self.lost_in_a_row > u32::from(self.retry_limit).saturating_mul(u32::from(paths)) {
+        let patience = u64::from(self.retry_limit).saturating_mul(ack_timeout_ns);
+        if self.lost_in_a_row > u32::from(self.retry_limit).saturating_mul(u32::from(paths))
+            && now.nanos_since(self.loss_run_since) >= patience
+        {
             self.fail_oldest(WcStatus::RetryExcErr);
         }
     }
@@ -363,6 +380,7 @@ impl Qp {
             retry_limit: 7,
             lost_in_a_row: 0,
             last_loss_detection: 0,
+            loss_run_since: Instant::ZERO,
             rd_atomic_limit: 0,
             rd_atomic_out: 0,
             rd_atomic_msn: 0,
@@ -405,6 +423,7 @@ impl Qp {
             retry_limit: 7,
             lost_in_a_row: 0,
             last_loss_detection: 0,
+            loss_run_since: Instant::ZERO,
             rd_atomic_limit: 0,
             rd_atomic_out: 0,
             rd_atomic_msn: 0,
@@ -445,6 +464,7 @@ impl Qp {
         self.retry_limit = 7;
         self.lost_in_a_row = 0;
         self.last_loss_detection = 0;
+        self.loss_run_since = Instant::ZERO;
         self.rd_atomic_limit = 0;
         self.rd_atomic_out = 0;
         self.rd_atomic_msn = 0;

@@ -16,6 +16,7 @@
 use super::qp::Qp;
 use crate::constants::MAX_QPS;
 use crate::path::inflight::Sent;
+use crate::timer::Instant;
 use pin_init::{init, Init};
 
 /// One QP's state in a connection (about 15 KiB): opaque to the owner, built in
@@ -97,12 +98,19 @@ pub(crate) trait QpStoreExt: QpStore {
 
     /// A path lost `sent`: if it was a request packet, its QP counts the loss
     /// detection `detection` ([`Qp::request_lost`]).
-    fn request_lost(&mut self, sent: &Sent, detection: u32, paths: u8) {
+    fn request_lost(
+        &mut self,
+        sent: &Sent,
+        detection: u32,
+        paths: u8,
+        now: Instant,
+        ack_timeout_ns: u64,
+    ) {
         if sent.chunk.resp {
             return;
         }
         if let Some(q) = self.qp_mut(usize::from(sent.chunk.qp)) {
-            q.request_lost(detection, paths);
+            q.request_lost(detection, paths, now, ack_timeout_ns);
         }
     }
 }

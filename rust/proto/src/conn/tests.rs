@@ -1014,6 +1014,45 @@ fn late_acks_give_back_the_retry_budget() {
     });
 }
 
+// spec: MR-RTX-13
+#[test]
+fn a_stalled_peer_is_not_dead_before_the_ack_timeout() {
+    big(|| {
+        // Four paths, one retry each: five loss detections in a row exceed the
+        // count. The adaptive RTO (1 ms floor) is far below the local ACK
+        // timeout (50 ms): a peer host that stalls for 20 ms times out every
+        // path in turn, and then acknowledges everything. (Interop of the
+        // userspace endpoint with the driver under TCG failed so.)
+        let (mut n, qp) = Net::with_qp(4);
+        n.c[0].set_retransmission(1, 50_000_000, 1_000_000);
+        n.c[0].set_retry_limit(qp, 1).unwrap();
+        // Every path gets an RTT sample first.
+        for id in 1..=4 {
+            n.c[0].post_send(qp, write(id, 4096, 5)).unwrap();
+            n.settle();
+            assert_eq!(n.completions(0)[0].status, WcStatus::Success);
+        }
+        n.c[0].post_send(qp, write(9, 4096, 5)).unwrap();
+        let mut held = n.out(0);
+        let stall_end = n.now.add_nanos(20_000_000);
+        while let Some(t) = n.c[0].poll_timeout().filter(|&t| t < stall_end) {
+            n.now = t;
+            n.c[0].handle_timeout(n.now);
+            held.extend(n.out(0));
+        }
+        assert!(n.c[0].stats().timeouts > 4, "{}", n.c[0].debug_state());
+        assert!(n.completions(0).is_empty(), "failed during the stall");
+        n.now = stall_end;
+        n.deliver(1, &held);
+        n.settle();
+        let c = n.completions(0);
+        assert_eq!(
+            (c.len(), c[0].wr_id, c[0].status),
+            (1, 9, WcStatus::Success)
+        );
+    });
+}
+
 // spec: MR-CC-18
 #[test]
 fn spurious_timeout_told_by_duplicates_restores_the_window() {
