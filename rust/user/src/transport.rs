@@ -18,7 +18,8 @@ pub trait Transport {
         self.send_to(datagram, to)
     }
 
-    /// Receives one datagram, waiting at most `timeout`; `Ok(None)` when none came.
+    /// Receives one datagram, waiting at most `timeout` (zero: not at all);
+    /// `Ok(None)` when none came.
     fn recv_from(
         &mut self,
         buf: &mut [u8],
@@ -36,9 +37,20 @@ impl Transport for UdpSocket {
         buf: &mut [u8],
         timeout: Duration,
     ) -> io::Result<Option<(usize, SocketAddr)>> {
-        // A zero timeout means "block forever" to the socket.
-        self.set_read_timeout(Some(timeout.max(Duration::from_micros(1))))?;
-        match UdpSocket::recv_from(self, buf) {
+        // A zero read timeout means "block forever" to the socket, and the
+        // kernel rounds a short one up to a clock tick (milliseconds): a poll
+        // is a non-blocking receive instead.
+        let poll = timeout.is_zero();
+        if poll {
+            self.set_nonblocking(true)?;
+        } else {
+            self.set_read_timeout(Some(timeout))?;
+        }
+        let r = UdpSocket::recv_from(self, buf);
+        if poll {
+            self.set_nonblocking(false)?;
+        }
+        match r {
             Ok(r) => Ok(Some(r)),
             Err(e)
                 if matches!(
