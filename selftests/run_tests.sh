@@ -6,7 +6,7 @@
 #   selftests/run_tests.sh [TEST_PROG...]
 
 cd "$(dirname "$0")" || exit 1
-TEST_PROGS=(device_lifecycle.sh verbs_objects.sh xverbs.sh udp_tunnel.sh rc_data.sh rc_integrity.sh rc_errors.sh compliance.sh user_interop.sh ud.sh rdma_cm.sh many_qps.sh conn_lifecycle.sh hostile_packets.sh faults.sh operator.sh loopback.sh rate_hint.sh fabric.sh)
+TEST_PROGS=(device_lifecycle.sh verbs_objects.sh xverbs.sh udp_tunnel.sh gso.sh rc_data.sh rc_integrity.sh rc_errors.sh compliance.sh user_interop.sh ud.sh rdma_cm.sh many_qps.sh conn_lifecycle.sh hostile_packets.sh faults.sh operator.sh loopback.sh rate_hint.sh fabric.sh)
 [ $# -gt 0 ] && TEST_PROGS=("$@")
 TIMEOUT=$(sed -n 's/^timeout=//p' settings)
 # KASAN's checks and shadow make the sanitizer kernel two to three times slower.

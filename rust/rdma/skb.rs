@@ -265,7 +265,8 @@ impl GsoBurst {
     /// than the segment size, after a shorter one, empty, out of fragment slots, or past
     /// [`GSO_BURST_MAX`] bytes (or no memory for its headers).
     pub fn push(&mut self, pkt: SkBuff) -> core::result::Result<(), SkBuff> {
-        if self.closed || pkt.is_empty() || pkt.len() > self.seg_len || self.seg_len == 0 {
+        let len = pkt.len();
+        if self.closed || len == 0 || len > self.seg_len || self.seg_len == 0 {
             return Err(pkt);
         }
         // SAFETY: Both buffers are live and ours alone (type invariant of `SkBuff`); the
@@ -277,7 +278,9 @@ impl GsoBurst {
         if ret != 0 {
             return Err(pkt);
         }
-        if pkt.len() < self.seg_len {
+        // `len`, not `pkt.len()`: the helper left `pkt` only its linear part (reading
+        // it here closed every burst after its second payload).
+        if len < self.seg_len {
             self.closed = true;
         }
         self.segs += 1;
