@@ -5,7 +5,9 @@
 # driver: an unmodified ibv_rc_pingpong on mroce0 in $NSA, metaroce-user over a
 # plain UDP socket in $NSB (no RDMA device there), in both roles, clean, at 1%
 # loss and with reordering (netem on both veth ends). SENDs of 4 KiB; the
-# userspace side checks every echo byte for byte.
+# userspace side checks every echo byte for byte. Then the userspace side as the
+# requester of every opcode against a kernel RC QP (compliance/iut_verbs.py on
+# mroce0), clean, at 1% loss and with reordering.
 #   MROCE_USER=path/to/metaroce-user (default: the workspace's release build)
 
 . "$(dirname "$0")/lib.sh"
@@ -18,7 +20,14 @@ N=${USER_INTEROP_ITERS:-200}
 MROCE_USER=${MROCE_USER:-$(cd "$(dirname "$0")/.." && pwd)/target/release/metaroce-user}
 LOG=$(mktemp -d /tmp/user_interop.XXXXXX)
 
-trap cleanup_devices_and_ns EXIT
+DIR="$(cd "$(dirname "$0")" && pwd)"
+AGENT=
+
+cleanup() {
+	[ -n "$AGENT" ] && kill "$AGENT" 2>/dev/null && wait "$AGENT" 2>/dev/null
+	cleanup_devices_and_ns
+}
+trap cleanup EXIT
 
 listening() { ip netns exec "$1" ss -ltn "sport = :$2" | grep -q LISTEN; }
 
@@ -72,11 +81,41 @@ user_server() {
 	return $KSFT_PASS
 }
 
+# user_verbs NETEM...: metaroce-user check (WRITE and READ back, SEND and its echo at
+# 1, 8, 1024, 1025 and 64 KiB, then FETCH_ADD and CMP_SWAP) against a kernel RC QP that
+# compliance/iut_verbs.py serves on mroce0 (an unmodified pyverbs program: it tells
+# the QPN, rkey and address over TCP and echoes every SEND).
+user_verbs() {
+	local qp rc
+	impair "$@" || { fail "netem $*"; return; }
+	if [ -z "$AGENT" ]; then
+		ip netns exec "$NSA" python3 "$DIR/../compliance/iut_verbs.py" --dev mroce0 \
+			--peer $IPB > "$LOG/agent" 2>&1 &
+		AGENT=$!
+		busywait 30000 listening "$NSA" 18516 || { fail "no verbs agent"; return; }
+	fi
+	# "QPN RKEY VA SIZE" of a fresh QP to our QPN 0x21, PSN 0 both ways.
+	qp=$(ip netns exec "$NSB" python3 -c 'import socket
+s = socket.create_connection(("'$IPA'", 18516), timeout=30)
+s.sendall(b"new 0x21\n")
+print(s.makefile().readline().strip())')
+	set -- $qp
+	[ $# -eq 4 ] || { fail "the agent answered '$qp'"; return; }
+	ip netns exec "$NSB" timeout $TO "$MROCE_USER" check --peer $IPA --bind $IPB \
+		--qpn 0x21 --peer-qpn "$1" --psn 0 --peer-psn 0 --rkey "$2" --va "$3" \
+		--region "$4" --size 65536 > "$LOG/cli" 2>&1
+	rc=$?
+	sed 's/^/# cli: /' "$LOG/cli" | tail -12
+	[ $rc -eq 0 ] || { fail "metaroce-user check exit $rc"; return; }
+	[ "$(grep -c '^ok ' "$LOG/cli")" -eq 11 ] || { fail "not every check passed"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 6
+ktap_set_plan 9
 if [ ! -x "$MROCE_USER" ]; then
 	ktap_print_msg "no $MROCE_USER (cargo build --release -p metaroce-user)"
-	for i in 1 2 3 4 5 6; do ktap_result $KSFT_SKIP "user_interop $i"; done
+	for i in 1 2 3 4 5 6 7 8 9; do ktap_result $KSFT_SKIP "user_interop $i"; done
 	ktap_finished
 	exit $KSFT_SKIP
 fi
@@ -93,6 +132,9 @@ ktap_test "kernel pingpong server, userspace client, 1% loss" kernel_server loss
 ktap_test "userspace server, kernel pingpong client, 1% loss" user_server loss 1%
 ktap_test "kernel pingpong server, userspace client, reordering" kernel_server delay 2ms 1ms reorder 25% 50%
 ktap_test "userspace server, kernel pingpong client, reordering" user_server delay 2ms 1ms reorder 25% 50%
+ktap_test "userspace requester, kernel verbs QP: WRITE, READ, SEND, atomics, clean" user_verbs
+ktap_test "the same at 1% loss" user_verbs loss 1%
+ktap_test "the same with reordering" user_verbs delay 2ms 1ms reorder 25% 50%
 impair
 ktap_print_msg "mroce0: $(rdma statistic show link mroce0/1 | tr -s ' ' | cut -c1-400)"
 ktap_finished
