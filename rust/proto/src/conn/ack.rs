@@ -168,8 +168,6 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let mut lost_bytes = 0u32;
             let mut psn = una;
             self.loss_detections = self.loss_detections.wrapping_add(1);
-            let paths = self.cfg.paths;
-            let ack_timeout = self.cfg.rto_initial_ns;
             let Some(p) = self.paths.get_mut(pi) else {
                 return;
             };
@@ -178,7 +176,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                     lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
                     p.stats.lost = p.stats.lost.saturating_add(1);
                     self.qps
-                        .request_lost(&s, self.loss_detections, paths, now, ack_timeout);
+                        .request_lost(&s, self.loss_detections, now, &self.cfg);
                 }
                 psn = psn.wrapping_add(1);
             }

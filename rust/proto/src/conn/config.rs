@@ -4,6 +4,7 @@
 
 use crate::cc::AimdConfig;
 use crate::constants::{MAX_DATA_HEADER_LEN, MAX_PATHS};
+use crate::timer::Instant;
 
 /// The largest [`Config::path_burst`].
 pub const MAX_PATH_BURST: u32 = 64;
@@ -134,6 +135,23 @@ impl Config {
     //= Documentation/metaroce/spec.rst#sack
     pub fn ack_hold_ns(&self) -> u64 {
         self.ack_delay_ns.min(self.rto_min_ns / 4)
+    }
+
+    /// Whether a run of `count` losses (timeouts, or detections for one QP)
+    /// that began at `since` exhausts `retry_limit`: more than `retry_limit`
+    /// per path, and at least `retry_limit` local ACK timeouts (`rto_initial_ns`)
+    /// long, so that an adaptive RTO far below it does not make a peer that is
+    /// only slow (a stalled host) look dead.
+    //= Documentation/metaroce/spec.rst#rto
+    pub(crate) fn retries_exhausted(
+        &self,
+        retry_limit: u8,
+        count: u32,
+        since: Instant,
+        now: Instant,
+    ) -> bool {
+        count > u32::from(retry_limit).saturating_mul(u32::from(self.paths))
+            && now.nanos_since(since) >= u64::from(retry_limit).saturating_mul(self.rto_initial_ns)
     }
 
     /// The retransmission timeout of a path with RTT estimate `rtt`, before backoff.

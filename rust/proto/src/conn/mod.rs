@@ -903,12 +903,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let (mut psn, end) = p.inflight.range();
         p.timeout_end = Some(end);
         self.loss_detections = self.loss_detections.wrapping_add(1);
-        let paths = self.cfg.paths;
-        let ack_timeout = self.cfg.rto_initial_ns;
         while psn != end {
             if let Some(s) = p.inflight.mark_lost(psn) {
                 self.qps
-                    .request_lost(&s, self.loss_detections, paths, now, ack_timeout);
+                    .request_lost(&s, self.loss_detections, now, &self.cfg);
             }
             psn = psn.wrapping_add(1);
         }
@@ -935,10 +933,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             .filter_map(|i| self.qps.qp(i))
             .filter(|q| q.state == QpState::Active)
             .fold(self.cfg.retry_limit, |l, q| l.max(q.retry_limit));
-        let budget = u32::from(limit).saturating_mul(u32::from(self.cfg.paths));
-        // Nor before `limit` local ACK timeouts: see [`Qp::request_lost`].
-        let patience = u64::from(limit).saturating_mul(self.cfg.rto_initial_ns);
-        if self.consecutive_rto > budget && now.nanos_since(self.rto_run_since) >= patience {
+        if self
+            .cfg
+            .retries_exhausted(limit, self.consecutive_rto, self.rto_run_since, now)
+        {
             self.fail_all(WcStatus::RetryExcErr);
         }
     }

@@ -12,6 +12,7 @@
 //!
 //= Documentation/metaroce/spec.rst#streams
 
+use super::config::Config;
 use crate::constants::{MAX_RECV_WR, MAX_RESPONSES, MAX_RX_MSGS, MAX_SEND_WR};
 use crate::event::{ResponderError, WcOpcode, WcStatus};
 use crate::psn::seq_diff;
@@ -317,20 +318,12 @@ impl Qp {
 
     /// Loss detection `detection` (a path timeout, or an ACK block's SACK gap)
     /// found one of this QP's request packets lost. Counted once per detection;
-    /// more than `retry_limit * paths` in a row, with none of the QP's request
-    /// packets acknowledged in between, fail the QP with `RetryExcErr`, however
-    /// well the connection's other QPs fare: the peer drops what this one sends.
-    /// The run must also have lasted `retry_limit` times `ack_timeout_ns` (the
-    /// verbs local ACK timeout): an adaptive RTO far below it must not make a
-    /// peer that is only slow (a stalled host) look dead.
+    /// a run of them with none of the QP's request packets acknowledged in
+    /// between that exhausts the QP's `retry_limit` ([`Config::retries_exhausted`])
+    /// fails the QP with `RetryExcErr`, however well the connection's other QPs
+    /// fare: the peer drops what this one sends.
     //= Documentation/metaroce/spec.rst#qp-retry-limit
-    pub(crate) fn request_lost(
-        &mut self,
-        detection: u32,
-        paths: u8,
-        now: Instant,
-        ack_timeout_ns: u64,
-    ) {
+    pub(crate) fn request_lost(&mut self, detection: u32, now: Instant, cfg: &Config) {
         if self.state != QpState::Active
             || (self.lost_in_a_row > 0 && self.last_loss_detection == detection)
         {
@@ -341,10 +334,12 @@ impl Qp {
         }
         self.last_loss_detection = detection;
         self.lost_in_a_row = self.lost_in_a_row.saturating_add(1);
-        let patience = u64::from(self.retry_limit).saturating_mul(ack_timeout_ns);
-        if self.lost_in_a_row > u32::from(self.retry_limit).saturating_mul(u32::from(paths))
-            && now.nanos_since(self.loss_run_since) >= patience
-        {
+        if cfg.retries_exhausted(
+            self.retry_limit,
+            self.lost_in_a_row,
+            self.loss_run_since,
+            now,
+        ) {
             self.fail_oldest(WcStatus::RetryExcErr);
         }
     }

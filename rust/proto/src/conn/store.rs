@@ -13,6 +13,7 @@
 //!
 //= Documentation/metaroce/spec.rst#streams
 
+use super::config::Config;
 use super::qp::Qp;
 use crate::constants::MAX_QPS;
 use crate::path::inflight::Sent;
@@ -98,19 +99,12 @@ pub(crate) trait QpStoreExt: QpStore {
 
     /// A path lost `sent`: if it was a request packet, its QP counts the loss
     /// detection `detection` ([`Qp::request_lost`]).
-    fn request_lost(
-        &mut self,
-        sent: &Sent,
-        detection: u32,
-        paths: u8,
-        now: Instant,
-        ack_timeout_ns: u64,
-    ) {
+    fn request_lost(&mut self, sent: &Sent, detection: u32, now: Instant, cfg: &Config) {
         if sent.chunk.resp {
             return;
         }
         if let Some(q) = self.qp_mut(usize::from(sent.chunk.qp)) {
-            q.request_lost(detection, paths, now, ack_timeout_ns);
+            q.request_lost(detection, now, cfg);
         }
     }
 }
