@@ -33,8 +33,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
-
 test_bursts() {
 	local ga gb b0 s0 b1 s1 rc
 	ga=$(gid_index "$NSA" mroce0 198.18.0.1)

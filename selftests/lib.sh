@@ -70,6 +70,9 @@ counter() {
 	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
 }
 
+# listening NS PORT: a TCP socket listens on PORT in namespace NS.
+listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
+
 # no_rc_qps: no RC QP is left on any device.
 no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0 ]; }
 

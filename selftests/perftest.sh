@@ -21,9 +21,6 @@ perftest_cleanup() {
 
 next_port() { PORT=$((PORT + 1)); }
 
-# listening NS PORT: a TCP socket listens on PORT in NS (the server is ready).
-listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
-
 # pair TOOL ARGS...: runs TOOL as the server on mroce0 in $NSA and as the client on
 # mroce1 in $NSB, both with ARGS; the outputs end up in $LOG/srv and $LOG/cli. Fails
 # (printing both outputs) unless both exit 0.

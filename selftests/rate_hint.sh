@@ -80,8 +80,6 @@ setup() {
 	ktap_print_msg "receiver mroce0 ($IPR) and senders mroce1..3 (198.18.I.2) through a router; rx_capacity_mbps=$CAP_MBPS"
 }
 
-listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
-
 # streams N: N senders (mroce1..N) run ib_write_bw into mroce0 at once; while they
 # all run, the `paths` files are read into $LOG/before.I, then 2 s later into
 # $LOG/paths.I (senders) and $LOG/paths.R; then the streams are stopped.

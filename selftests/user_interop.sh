@@ -29,8 +29,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-listening() { ip netns exec "$1" ss -ltn "sport = :$2" | grep -q LISTEN; }
-
 # impair ARGS...: netem ARGS on both veth ends (none: remove).
 impair() {
 	tc -n "$NSA" qdisc del dev vethA root 2>/dev/null
