@@ -15,10 +15,10 @@
 //! receive ring: the WQE is copied out of the SRQ and kept here, by sequence, until it
 //! completes. Sends are handed over when the QP's doorbell rang ([`Bound::send_pending`]).
 
-use crate::conn::Conn;
 use crate::convert::{core_opcode, wc_opcode, wc_status};
 use crate::driver::MetaRoceDriver;
-use crate::memory::check_sges;
+use crate::sge::check_sges;
+use crate::transport::Conn;
 use core::fmt;
 use kernel::{alloc::KVVec, prelude::*, sync::Arc};
 use metaroce_proto::{

@@ -18,9 +18,11 @@
 //! error state, and it goes with the last of them (spec [MR-CONN-14]).
 
 use crate::bound::Bound;
+use crate::counters::NetCounters;
 use crate::driver::MetaRoceDriver;
 use crate::memory::{attach_payload, gather_payload, QpMemory};
 use crate::trace;
+use crate::transport::{retransmission, Conn, QpSlots, MAX_QPS_PER_CONN};
 use core::{fmt, net::IpAddr};
 use kernel::{
     alloc::flags::__GFP_NOWARN,
@@ -42,7 +44,6 @@ use kernel::{
     workqueue::{self, Work, WorkItem},
 };
 use metaroce_proto::{
-    cc::Aimd,
     constants::{MAX_PATHS, MIN_TRANSMIT_BUF, UDP_PORT},
     wire::{Control, ControlCode, Flags, Header, PacketRepr, PacketType},
     Config, ConnState as CoreState, Connection, Event, Instant as CoreInstant, Payload, PostError,
@@ -55,7 +56,7 @@ use rdma::{
     restrack::ResourceAttrs,
     skb::{GsoBurst, SkBuff},
     sync::SpinLockBh,
-    udp::{Destination, Ecn, OwnedDatagram, RouteCache},
+    udp::{DatagramHandler, Destination, Ecn, OwnedDatagram, RouteCache, UdpTunnel},
 };
 
 /// Datagrams of one path built in one transmit run, to leave as one buffer.
@@ -81,14 +82,20 @@ impl Burst {
 
     /// Sends the burst on its path's cached route: one datagram, or one UDP GSO buffer
     /// the stack cuts into its datagrams.
-    fn send(self, net: &crate::net::DeviceNet, netdev: &NetDevice, routes: &mut [RouteCache]) {
+    fn send<H: DatagramHandler>(
+        self,
+        tunnel: &UdpTunnel<H>,
+        counters: &NetCounters,
+        netdev: &NetDevice,
+        routes: &mut [RouteCache],
+    ) {
         let len = self.gso.len();
         let skb = self.gso.into_skb();
         let sent = match routes.get_mut(usize::from(self.path)) {
-            Some(r) => net.tunnel().send_cached(netdev, &self.to, skb, r),
-            None => net.tunnel().send(netdev, &self.to, skb),
+            Some(r) => tunnel.send_cached(netdev, &self.to, skb, r),
+            None => tunnel.send(netdev, &self.to, skb),
         };
-        net.count_tx_burst(sent, self.packets, len, self.zero_copy);
+        counters.count_tx_burst(sent, self.packets, len, self.zero_copy);
     }
 }
 
@@ -137,31 +144,6 @@ impl ConnCounters {
         }
     }
 }
-
-/// The most QPs one connection carries (a device's `max_qp`).
-const MAX_QPS_PER_CONN: usize = crate::driver::MAX_QP as usize;
-
-/// A connection's QP slots: allocated one by one as QPs bind, never freed before
-/// the connection (a slot's index is its QP's id), reused after an unbind.
-#[derive(Default)]
-pub(crate) struct QpSlots(KVec<KBox<QpSlot>>);
-
-impl QpStore for QpSlots {
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn get(&self, i: usize) -> Option<&QpSlot> {
-        self.0.get(i).map(|b| &**b)
-    }
-
-    fn get_mut(&mut self, i: usize) -> Option<&mut QpSlot> {
-        self.0.get_mut(i).map(|b| &mut **b)
-    }
-}
-
-/// A connection of the driver: the default controller, QP slots grown on demand.
-pub(crate) type Conn = Connection<Aimd, QpSlots>;
 
 /// A probe of the peer in progress ([`ConnCtx::watch_peer`]).
 #[derive(Clone, Copy)]
@@ -693,9 +675,9 @@ impl ConnCtx {
         let id = match st.conn.open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn) {
             Err(PostError::TooManyQps) if st.conn.qps().len() < MAX_QPS_PER_CONN => {
                 st.qps.push(None, GFP_ATOMIC)?;
-                if let Err(e) = st.conn.qps_mut().0.push(spare, GFP_ATOMIC) {
+                if let Err(e) = st.conn.qps_mut().push(spare) {
                     st.qps.pop();
-                    return Err(e.into());
+                    return Err(e);
                 }
                 st.conn.open_qp_psn(qp.qpn(), dest_qpn, sq_psn, rq_psn)
             }
@@ -738,9 +720,8 @@ impl ConnCtx {
         // A QP allowed no READ or atomic at all gets one at a time: its READs wait for
         // each other rather than never going out (rdma_rxe stalls such a QP).
         let _ = st.conn.set_max_rd_atomic(id, attrs.max_rd_atomic.max(1));
-        let (initial, min) = crate::engine::rto_from_local_ack_timeout(attrs.timeout);
-        st.conn
-            .set_retransmission(attrs.retry_cnt.max(1), initial, min);
+        let (limit, initial, min) = retransmission(&attrs);
+        st.conn.set_retransmission(limit.max(1), initial, min);
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.access = access;
             b.send_pending = true;
@@ -1125,12 +1106,17 @@ impl ConnCtx {
                     };
                     if let Some(skb) = rest {
                         if let Some(b) = slot.take() {
-                            b.send(net, netdev, routes);
+                            b.send(net.tunnel(), net.counters(), netdev, routes);
                         }
                         *slot = Some(Burst::new(skb, to, t.path, zero_copy));
                     }
                 }
-                None => Burst::new(skb, to, t.path, zero_copy).send(net, netdev, routes),
+                None => Burst::new(skb, to, t.path, zero_copy).send(
+                    net.tunnel(),
+                    net.counters(),
+                    netdev,
+                    routes,
+                ),
             }
             let retx = conn.stats().tx_retransmits != retransmits;
             if let Some(p) = &t.payload {
@@ -1147,7 +1133,7 @@ impl ConnCtx {
             count += 1;
         }
         for b in bursts.iter_mut().filter_map(Option::take) {
-            b.send(net, netdev, routes);
+            b.send(net.tunnel(), net.counters(), netdev, routes);
         }
         count
     }

@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! Conversions between the protocol core's types and rdma's, in one place. Both layers
+//! Conversions between the protocol core's types and rdma's (and rdma's addresses and
+//! the network stack's), in one place. Both layers
 //! name the same concepts alike (`WcStatus`, `WcOpcode`, `AtomicOp`): the core's are
 //! spelled `Core*` here only, so the rest of the driver means rdma's by those names.
 
+use core::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use metaroce_proto::{
     AtomicOp as CoreAtomicOp, Opcode, WcOpcode as CoreOpcode, WcStatus as CoreStatus,
 };
 use rdma::{
+    av::IpAddress,
     cq::{WcOpcode, WcStatus},
     mr::AtomicOp,
     qp::SendOpcode,
@@ -60,5 +63,13 @@ pub(crate) fn atomic_op(op: CoreAtomicOp) -> AtomicOp {
     match op {
         CoreAtomicOp::CompareSwap { compare, swap } => AtomicOp::CompareSwap { compare, swap },
         CoreAtomicOp::FetchAdd { add } => AtomicOp::FetchAdd { add },
+    }
+}
+
+/// An address of an address vector as the network stack's.
+pub(crate) fn ip(a: IpAddress) -> IpAddr {
+    match a {
+        IpAddress::V4(b) => IpAddr::V4(Ipv4Addr::from(b)),
+        IpAddress::V6(b) => IpAddr::V6(Ipv6Addr::from(b)),
     }
 }

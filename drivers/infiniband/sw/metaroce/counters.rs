@@ -9,11 +9,11 @@
 //! run attributes a packet or a completion to it (under the connection's lock it
 //! already holds: no lock of their own), read by ib_core's counters.
 
-use crate::engine::{Engine, EngineCounters, TRANSPORT_COUNTERS};
 use kernel::{
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
 };
+use metaroce_proto::Stats;
 use rdma::{
     cq::WcStatus,
     stats::CounterDesc,
@@ -98,6 +98,118 @@ impl QpCounters {
     }
 }
 
+/// Engine counters (see `HW_COUNTERS`).
+pub(crate) struct EngineCounters {
+    /// Connections created so far.
+    pub(crate) conns_opened: Atomic<u64>,
+    /// QP bindings made so far.
+    pub(crate) qps_bound: Atomic<u64>,
+    /// Datagrams for no connection of this device.
+    pub(crate) rx_no_conn: Atomic<u64>,
+    /// Datagrams without a valid MetaRoCE common header.
+    pub(crate) rx_bad_header: Atomic<u64>,
+    /// Datagrams whose `dst_conn` names a connection of another peer address.
+    pub(crate) rx_wrong_peer: Atomic<u64>,
+    /// Datagrams with `dst_conn` 0 after the peer showed that it knows our id,
+    /// dropped before they are queued.
+    pub(crate) rx_late_open: Atomic<u64>,
+    /// Datagrams the connection would refuse, dropped before they are queued: a
+    /// `src_conn` other than the peer's id, or `dst_conn` 0 without `OPEN`.
+    pub(crate) rx_wrong_src: Atomic<u64>,
+    /// Datagrams with `dst_conn` 0 (not authenticated by our connection id) over the
+    /// device's rate for them, dropped before they are queued (spec [MR-SEC-8]).
+    pub(crate) rx_open_limited: Atomic<u64>,
+    /// New connections refused: the device has `max_conns` (spec [MR-SEC-9]).
+    pub(crate) conns_refused: Atomic<u64>,
+    /// Connections closed by their peer's CLOSE.
+    pub(crate) conns_peer_closed: Atomic<u64>,
+    /// Connections closed because their peer answered no probe.
+    pub(crate) conns_peer_gone: Atomic<u64>,
+    /// Probes of a peer started ([`ConnCtx::probe_peer`]).
+    pub(crate) conn_probes: Atomic<u64>,
+    /// UD datagrams sent.
+    pub(crate) ud_tx: Atomic<u64>,
+    /// UD datagrams delivered to a receive.
+    pub(crate) ud_rx: Atomic<u64>,
+    /// UD datagrams dropped: malformed, no UD QP in RTR/RTS with that number and
+    /// Q_Key, or no receive posted.
+    pub(crate) ud_rx_dropped: Atomic<u64>,
+    /// The transport counters of retired connections ([`TRANSPORT_COUNTERS`]).
+    retired: [Atomic<u64>; TRANSPORT_COUNTERS],
+}
+
+/// The protocol counters summed over a device's connections, in this order:
+/// data packets sent, retransmitted, retransmission timeouts, of those the spurious
+/// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped
+/// and of those the ones out of a path's window and for no QP, datagrams the inbox
+/// dropped, runs of the connections' serialized context.
+pub(crate) const TRANSPORT_COUNTERS: usize = 13;
+
+pub(crate) fn transport_values(
+    s: &Stats,
+    inbox_drops: u64,
+    runs: u64,
+) -> [u64; TRANSPORT_COUNTERS] {
+    [
+        s.tx_data,
+        s.tx_retransmits,
+        s.timeouts,
+        s.spurious_timeouts,
+        s.tx_acks,
+        s.tx_naks,
+        s.rx_duplicates,
+        s.rx_dropped,
+        s.rx_out_of_window,
+        s.rx_no_qp,
+        s.rx_wrong_conn,
+        inbox_drops,
+        runs,
+    ]
+}
+
+impl EngineCounters {
+    pub(crate) fn new() -> Self {
+        Self {
+            conns_opened: Atomic::new(0),
+            qps_bound: Atomic::new(0),
+            rx_no_conn: Atomic::new(0),
+            rx_bad_header: Atomic::new(0),
+            rx_wrong_peer: Atomic::new(0),
+            rx_late_open: Atomic::new(0),
+            rx_wrong_src: Atomic::new(0),
+            rx_open_limited: Atomic::new(0),
+            conns_refused: Atomic::new(0),
+            conns_peer_closed: Atomic::new(0),
+            conns_peer_gone: Atomic::new(0),
+            conn_probes: Atomic::new(0),
+            ud_tx: Atomic::new(0),
+            ud_rx: Atomic::new(0),
+            ud_rx_dropped: Atomic::new(0),
+            retired: [const { Atomic::new(0) }; TRANSPORT_COUNTERS],
+        }
+    }
+
+    /// Adds the transport counters of a connection that goes away.
+    pub(crate) fn retire(&self, stats: &Stats, inbox_drops: u64, runs: u64) {
+        for (t, v) in self
+            .retired
+            .iter()
+            .zip(transport_values(stats, inbox_drops, runs))
+        {
+            t.fetch_add(v, Relaxed);
+        }
+    }
+
+    /// The transport counters of the connections gone so far.
+    pub(crate) fn retired(&self) -> [u64; TRANSPORT_COUNTERS] {
+        let mut sum = [0u64; TRANSPORT_COUNTERS];
+        for (s, r) in sum.iter_mut().zip(self.retired.iter()) {
+            *s = r.load(Relaxed);
+        }
+        sum
+    }
+}
+
 /// Datagram counters of one device.
 pub(crate) struct NetCounters {
     rx_packets: Atomic<u64>,
@@ -174,8 +286,10 @@ impl NetCounters {
 /// What the port counters are read from, gathered once per read.
 pub(crate) struct Sources<'a> {
     pub(crate) net: &'a NetCounters,
-    pub(crate) engine: &'a Engine,
-    /// [`Engine::transport_counters`].
+    pub(crate) engine: &'a EngineCounters,
+    /// The device's open connections.
+    pub(crate) conns: usize,
+    /// The transport counters of the device's connections, open and gone.
     pub(crate) transport: [u64; TRANSPORT_COUNTERS],
     /// The counters of the device's namespace.
     pub(crate) ns: TunnelStats,
@@ -215,7 +329,7 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"tx_gso_bursts", Net(|n| &n.tx_gso_bursts)),
     (c"tx_gso_segments", Net(|n| &n.tx_gso_segments)),
     // The transport engine: connections (one per peer) and the QPs they carry.
-    (c"conns_open", Port(|s| s.engine.conns() as u64)),
+    (c"conns_open", Port(|s| s.conns as u64)),
     (c"conns_opened", Eng(|e| &e.conns_opened)),
     (c"qps_bound", Eng(|e| &e.qps_bound)),
     (c"rx_no_conn", Eng(|e| &e.rx_no_conn)),
@@ -301,7 +415,7 @@ pub(crate) fn read_port(sources: &Sources<'_>, values: &mut [u64]) {
     for (v, (_, reader)) in values.iter_mut().zip(TABLE) {
         *v = match reader {
             Net(read) => read(sources.net).load(Relaxed),
-            Eng(read) => read(&sources.engine.stats).load(Relaxed),
+            Eng(read) => read(sources.engine).load(Relaxed),
             Port(read) => read(sources),
             Transport(i) => sources.transport[*i],
             Qp(_) => 0,

@@ -14,21 +14,16 @@
 //! the next QP to that peer opens a new connection.
 
 use crate::conn::ConnCtx;
-use crate::counters::NetCounters;
+use crate::convert::ip;
+use crate::counters::{transport_values, EngineCounters, NetCounters, TRANSPORT_COUNTERS};
 use crate::driver::MetaRoceDriver;
 use crate::rate_hint::RateShare;
-use core::{
-    fmt,
-    net::{IpAddr, Ipv4Addr, Ipv6Addr},
-};
+use crate::transport::config;
+use core::{fmt, net::IpAddr};
 use kernel::{
     new_mutex, new_spinlock_irq,
     prelude::*,
-    sync::{
-        aref::ARef,
-        atomic::{Atomic, Relaxed},
-        Arc, Mutex, SpinLockIrq,
-    },
+    sync::{aref::ARef, atomic::Relaxed, Arc, Mutex, SpinLockIrq},
 };
 use metaroce_proto::{
     constants::COMMON_HEADER_LEN,
@@ -36,106 +31,14 @@ use metaroce_proto::{
     wire::{
         headers_len, Control, ControlCode, Flags, Header, PacketType, UdHeader, MAX_UD_HEADER_LEN,
     },
-    Config, Instant, QpId, Stats,
+    Instant, QpId,
 };
 use rdma::{
-    av::IpAddress,
     device::{Device, Registry},
     netdev::{NetDevice, NetDeviceId},
     qp::{Qp, QpAttributes},
     udp::Received,
 };
-
-/// UDP source ports (paths) each connection sprays over.
-pub(crate) const PATHS: u8 = 8;
-
-/// Engine counters (see `HW_COUNTERS`).
-pub(crate) struct EngineCounters {
-    /// Connections created so far.
-    pub(crate) conns_opened: Atomic<u64>,
-    /// QP bindings made so far.
-    pub(crate) qps_bound: Atomic<u64>,
-    /// Datagrams for no connection of this device.
-    pub(crate) rx_no_conn: Atomic<u64>,
-    /// Datagrams without a valid MetaRoCE common header.
-    pub(crate) rx_bad_header: Atomic<u64>,
-    /// Datagrams whose `dst_conn` names a connection of another peer address.
-    pub(crate) rx_wrong_peer: Atomic<u64>,
-    /// Datagrams with `dst_conn` 0 after the peer showed that it knows our id,
-    /// dropped before they are queued.
-    pub(crate) rx_late_open: Atomic<u64>,
-    /// Datagrams the connection would refuse, dropped before they are queued: a
-    /// `src_conn` other than the peer's id, or `dst_conn` 0 without `OPEN`.
-    pub(crate) rx_wrong_src: Atomic<u64>,
-    /// Datagrams with `dst_conn` 0 (not authenticated by our connection id) over the
-    /// device's rate for them, dropped before they are queued (spec [MR-SEC-8]).
-    pub(crate) rx_open_limited: Atomic<u64>,
-    /// New connections refused: the device has `max_conns` (spec [MR-SEC-9]).
-    pub(crate) conns_refused: Atomic<u64>,
-    /// Connections closed by their peer's CLOSE.
-    pub(crate) conns_peer_closed: Atomic<u64>,
-    /// Connections closed because their peer answered no probe.
-    pub(crate) conns_peer_gone: Atomic<u64>,
-    /// Probes of a peer started ([`ConnCtx::probe_peer`]).
-    pub(crate) conn_probes: Atomic<u64>,
-    /// UD datagrams sent.
-    pub(crate) ud_tx: Atomic<u64>,
-    /// UD datagrams delivered to a receive.
-    pub(crate) ud_rx: Atomic<u64>,
-    /// UD datagrams dropped: malformed, no UD QP in RTR/RTS with that number and
-    /// Q_Key, or no receive posted.
-    pub(crate) ud_rx_dropped: Atomic<u64>,
-    /// The transport counters of retired connections ([`TRANSPORT_COUNTERS`]).
-    retired: [Atomic<u64>; TRANSPORT_COUNTERS],
-}
-
-/// The protocol counters summed over a device's connections, in this order:
-/// data packets sent, retransmitted, retransmission timeouts, of those the spurious
-/// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped
-/// and of those the ones out of a path's window and for no QP, datagrams the inbox
-/// dropped, runs of the connections' serialized context.
-pub(crate) const TRANSPORT_COUNTERS: usize = 13;
-
-fn transport_values(s: &Stats, inbox_drops: u64, runs: u64) -> [u64; TRANSPORT_COUNTERS] {
-    [
-        s.tx_data,
-        s.tx_retransmits,
-        s.timeouts,
-        s.spurious_timeouts,
-        s.tx_acks,
-        s.tx_naks,
-        s.rx_duplicates,
-        s.rx_dropped,
-        s.rx_out_of_window,
-        s.rx_no_qp,
-        s.rx_wrong_conn,
-        inbox_drops,
-        runs,
-    ]
-}
-
-impl EngineCounters {
-    fn new() -> Self {
-        Self {
-            conns_opened: Atomic::new(0),
-            qps_bound: Atomic::new(0),
-            rx_no_conn: Atomic::new(0),
-            rx_bad_header: Atomic::new(0),
-            rx_wrong_peer: Atomic::new(0),
-            rx_late_open: Atomic::new(0),
-            rx_wrong_src: Atomic::new(0),
-            rx_open_limited: Atomic::new(0),
-            conns_refused: Atomic::new(0),
-            conns_peer_closed: Atomic::new(0),
-            conns_peer_gone: Atomic::new(0),
-            conn_probes: Atomic::new(0),
-            ud_tx: Atomic::new(0),
-            ud_rx: Atomic::new(0),
-            ud_rx_dropped: Atomic::new(0),
-            retired: [const { Atomic::new(0) }; TRANSPORT_COUNTERS],
-        }
-    }
-}
 
 /// A QP's place in the engine.
 #[derive(Clone)]
@@ -172,47 +75,9 @@ pub(crate) struct Engine {
 /// rate.
 pub(crate) const OPEN_BURST: u32 = 1024;
 
-/// Data packets a receiver acknowledges at once. ACKs cost a software transport
-/// nearly as much as data packets; the sender asks for an immediate ACK whenever it
-/// waits for one (`ACK_REQ`: a signaled completion, a full window, a retransmission).
-pub(crate) const ACK_EVERY: u32 = 8;
-
-/// The longest a receiver holds an ACK back ([MR-SACK-10]): long enough that the
-/// delay timer seldom fires while data flows (with 1 ms, READ requests arriving every
-/// half millisecond under TCG each cost the requester a run and half an ACK). The core
-/// holds it back a quarter of the shortest retransmission timeout at most, and adds it
-/// to the RTO.
-pub(crate) const ACK_DELAY_NS: u64 = 2_000_000;
-
-/// The retransmission timer from the verbs "local ACK timeout" (`4.096 us << timeout`,
-/// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
-/// adaptive RTO never goes below a quarter of it (perftest's 14 gives 67 ms and
-/// 16.8 ms). A software transport's queues grow by milliseconds within one round trip
-/// when a window opens (more so in an emulated VM), faster than the RTT estimate
-/// follows: a shorter floor retransmitted up to 9% of the data of a 64 KiB
-/// `ib_write_bw` spuriously. Losses are recovered from SACK well before that.
-pub(crate) fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
-    const DEFAULT: u8 = 14;
-    let t = if timeout == 0 {
-        DEFAULT
-    } else {
-        timeout.min(24)
-    };
-    let ns = 4096u64 << t;
-    let initial = ns.clamp(1_000_000, 1_000_000_000);
-    (initial, (ns / 4).clamp(100_000, 40_000_000))
-}
-
 /// The most connections a device has (module parameter `max_conns`).
 fn max_conns() -> usize {
     crate::module_parameters::max_conns.value() as usize
-}
-
-pub(crate) fn ip(a: IpAddress) -> IpAddr {
-    match a {
-        IpAddress::V4(b) => IpAddr::V4(Ipv4Addr::from(b)),
-        IpAddress::V6(b) => IpAddr::V6(Ipv6Addr::from(b)),
-    }
 }
 
 impl Engine {
@@ -487,27 +352,7 @@ impl Engine {
                     return Err(ENOSPC);
                 }
                 let id = self.fresh_conn_id()?;
-                let mut cfg = Config::new(id);
-                cfg.paths = PATHS;
-                cfg.mtu = dev.data().payload_mtu(attrs.path_mtu);
-                // `retry_cnt`, `rnr_retry` and `timeout` are RTS attributes: these
-                // are defaults until the QP gets there (ConnCtx::ready_to_send).
-                cfg.retry_limit = attrs.retry_cnt.max(7);
-                let (initial, min) = rto_from_local_ack_timeout(attrs.timeout);
-                cfg.rto_initial_ns = initial;
-                cfg.rto_min_ns = min;
-                cfg.rto_max_ns = cfg.rto_max_ns.max(initial);
-                cfg.rnr_retry = 7;
-                cfg.ack_every = ACK_EVERY;
-                cfg.ack_delay_ns = ACK_DELAY_NS;
-                cfg.pacing_burst_ns = u64::from(rdma::params::pacing_burst_us()) * 1000;
-                cfg.path_burst = rdma::params::path_burst();
-                // Percent to 1/1024 units (the core clamps it to 1024..=4096).
-                cfg.pacing_gain = rdma::params::pacing_gain_pct().saturating_mul(1024) / 100;
-                cfg.window_ack_req = match rdma::params::window_ack_req() {
-                    0 => u32::MAX,
-                    n => n,
-                };
+                let cfg = config(id, dev.data().payload_mtu(attrs.path_mtu), attrs);
                 let c = ConnCtx::new(
                     self.registry.clone(),
                     self.ndev.clone(),
@@ -574,23 +419,13 @@ impl Engine {
         };
         conn.shutdown();
         let (stats, drops, runs) = conn.stats();
-        for (t, v) in self
-            .stats
-            .retired
-            .iter()
-            .zip(transport_values(&stats, drops, runs))
-        {
-            t.fetch_add(v, Relaxed);
-        }
+        self.stats.retire(&stats, drops, runs);
         drop(removed);
     }
 
     /// The transport counters ([`TRANSPORT_COUNTERS`]) of retired and open connections.
     pub(crate) fn transport_counters(&self) -> [u64; TRANSPORT_COUNTERS] {
-        let mut sum = [0u64; TRANSPORT_COUNTERS];
-        for (s, r) in sum.iter_mut().zip(self.stats.retired.iter()) {
-            *s = r.load(Relaxed);
-        }
+        let mut sum = self.stats.retired();
         let mut live = KVec::new();
         for c in self.conns.lock().iter() {
             if live.push(c.clone(), GFP_ATOMIC).is_err() {

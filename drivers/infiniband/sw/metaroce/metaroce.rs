@@ -23,7 +23,9 @@ mod net;
 mod netdev_events;
 mod qp;
 mod rate_hint;
+mod sge;
 mod trace;
+mod transport;
 mod ud;
 
 use kernel::{prelude::*, sync::Arc};

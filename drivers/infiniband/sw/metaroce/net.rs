@@ -188,16 +188,17 @@ impl DeviceNet {
         self.counters.count_tx(ret, len);
     }
 
-    /// Counts a burst's outcome ([`NetCounters::count_tx_burst`]).
-    pub(crate) fn count_tx_burst(&self, ret: Result, packets: usize, len: usize, zero_copy: usize) {
-        self.counters.count_tx_burst(ret, packets, len, zero_copy);
+    /// The device's datagram counters.
+    pub(crate) fn counters(&self) -> &NetCounters {
+        &self.counters
     }
 
     /// Fills `values` in the order of [`counters::HW_COUNTERS`].
     pub(crate) fn read_counters(&self, values: &mut [u64]) {
         let sources = Sources {
             net: &self.counters,
-            engine: &self.engine,
+            engine: &self.engine.stats,
+            conns: self.engine.conns(),
             transport: self.engine.transport_counters(),
             ns: self.tunnel.stats(),
         };

@@ -82,7 +82,7 @@ pub(crate) fn check_modify(
             .data()
             .net()
             .engine()
-            .admits(dev, crate::engine::ip(av.dst))
+            .admits(dev, crate::convert::ip(av.dst))
         {
             return Err(ENOSPC);
         }

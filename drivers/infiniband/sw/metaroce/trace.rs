@@ -9,7 +9,7 @@
 //! before it feeds the core and reports what changed after, and only while one of
 //! those tracepoints is enabled.
 
-use crate::conn::Conn;
+use crate::transport::Conn;
 use metaroce_proto::{constants::MAX_PATHS, path::PathStats, wire::Header, RxDrop};
 use rdma::trace::{self, PacketFields, RxVerdict};
 

@@ -19,7 +19,7 @@
 //! That is what carries the CM's MADs for rdma_cm.
 
 use crate::driver::MetaRoceDriver;
-use crate::memory::{gather, scatter};
+use crate::sge::{gather, scatter};
 use core::net::IpAddr;
 use kernel::{
     prelude::*,
@@ -209,8 +209,8 @@ fn transmit(
     skb.append(&hdr[..hlen]).map_err(|_| WcStatus::LocQpOpErr)?;
     fill(skb.put(len).map_err(|_| WcStatus::LocQpOpErr)?)?;
     let dest = Destination {
-        src: crate::engine::ip(d.to.src),
-        dst: crate::engine::ip(d.to.dst),
+        src: crate::convert::ip(d.to.src),
+        dst: crate::convert::ip(d.to.dst),
         src_port: source_port(qp.qpn(), h.dst_qpn),
         dst_port: UDP_PORT,
         ecn: Ecn::Ect0,
