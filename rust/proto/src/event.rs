@@ -2,7 +2,7 @@
 
 //! What the core reports to its driver: completions and connection events.
 
-use crate::conn::QpId;
+use crate::qp_id::QpId;
 
 /// Work completion status (the verbs `ibv_wc_status` values a driver maps to).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

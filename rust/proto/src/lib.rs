@@ -47,6 +47,7 @@ pub mod limit;
 mod memory;
 pub mod path;
 mod psn;
+mod qp_id;
 mod rng;
 mod sack;
 mod timer;
@@ -54,12 +55,13 @@ pub mod wire;
 mod wr;
 
 pub use conn::{
-    stream_start, Config, ConnState, Connection, PostError, QpArray, QpId, QpSlot, QpStore, RxDrop,
+    stream_start, Config, ConnState, Connection, PostError, QpArray, QpSlot, QpStore, RxDrop,
     Stats, DEFAULT_PACING_GAIN, MAX_PACING_GAIN, MAX_PATH_BURST,
 };
 pub use conn::{Payload, Transmit};
 pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};
 pub use memory::{AtomicOp, Dest, MemError, Memory, RxPayload};
 pub use psn::Psn;
+pub use qp_id::QpId;
 pub use timer::Instant;
 pub use wr::{Opcode, WorkRequest};

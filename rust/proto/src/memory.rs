@@ -9,7 +9,7 @@
 //!
 //= Documentation/metaroce/spec.rst#placement
 
-use crate::conn::QpId;
+use crate::qp_id::QpId;
 
 /// Where a payload lands.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -31,6 +31,7 @@ use crate::constants::{
 };
 use crate::event::{Event, WcStatus};
 use crate::path::{PathStats, TxPath};
+pub(crate) use crate::qp_id::QpId;
 use crate::rng::Rng;
 use crate::sack::SackWindow;
 use crate::timer::{earliest, Instant};
@@ -58,17 +59,6 @@ impl PendingDelivery {
             Self::One(j) if j == qi => Self::One(qi),
             _ => Self::Many,
         };
-    }
-}
-
-/// A local QP's handle within its connection.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct QpId(pub u16);
-
-impl QpId {
-    /// Slot index.
-    pub fn index(self) -> usize {
-        usize::from(self.0)
     }
 }
 
