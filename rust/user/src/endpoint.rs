@@ -255,16 +255,16 @@ impl<T: Transport> Endpoint<T> {
         // retransmits what the peer has, until the QP's retry count runs out).
         let mut wait = wait;
         for _ in 0..RX_BATCH {
-            let Some((n, from)) = self.transport.recv_from(&mut self.rx_buf, wait)? else {
+            let Some(r) = self.transport.recv_from(&mut self.rx_buf, wait)? else {
                 break;
             };
             wait = Duration::ZERO;
             // One peer per endpoint: datagrams from any other host are not ours.
-            if from.ip() == self.peer.ip() {
+            if r.from.ip() == self.peer.ip() {
                 let now = self.now();
-                let _ = self
-                    .conn
-                    .handle_datagram(now, false, &self.rx_buf[..n], &mut self.memory);
+                let _ =
+                    self.conn
+                        .handle_datagram(now, r.ce, &self.rx_buf[..r.len], &mut self.memory);
             }
         }
         let now = self.now();

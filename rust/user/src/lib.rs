@@ -27,4 +27,4 @@ pub use metaroce_proto::{Completion, Opcode, WcOpcode, WcStatus, WorkRequest};
 pub use path_ports::PathPorts;
 pub use requester::{pattern, CheckError, Requester};
 pub use responder::{serve, RegionSpec};
-pub use transport::Transport;
+pub use transport::{enable_ecn, Received, Transport};

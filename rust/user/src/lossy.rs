@@ -6,7 +6,7 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use crate::transport::Transport;
+use crate::transport::{Received, Transport};
 
 /// What a [`LossySocket`] does to outgoing datagrams, in parts per million.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -97,11 +97,7 @@ impl<T: Transport> Transport for LossySocket<T> {
         self.impair(Some(src_port), datagram, to)
     }
 
-    fn recv_from(
-        &mut self,
-        buf: &mut [u8],
-        timeout: Duration,
-    ) -> io::Result<Option<(usize, SocketAddr)>> {
+    fn recv_from(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<Received>> {
         let r = self.inner.recv_from(buf, timeout)?;
         if r.is_none() {
             // Idle: a held datagram has waited long enough.

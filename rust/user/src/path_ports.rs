@@ -9,7 +9,7 @@ use std::io;
 use std::net::{SocketAddr, UdpSocket};
 use std::time::Duration;
 
-use crate::transport::Transport;
+use crate::transport::{enable_ecn, Received, Transport};
 
 /// Source-port sockets kept open at most (a retired path's port is re-rolled,
 /// so old ones are dropped when the set is full).
@@ -26,8 +26,11 @@ pub struct PathPorts {
 
 impl PathPorts {
     /// Receives (and falls back to sending) on `main`; binds source ports on
-    /// `main`'s address.
+    /// `main`'s address. Every socket sends ECT(0), and `main` reports CE marks
+    /// ([MR-WIRE-4]).
     pub fn new(main: UdpSocket) -> Self {
+        // Without ECN (a system that refuses the options) the endpoint still works.
+        let _ = enable_ecn(&main);
         PathPorts {
             main,
             ports: HashMap::new(),
@@ -39,6 +42,7 @@ impl PathPorts {
         if !self.ports.contains_key(&src_port) {
             let ip = self.main.local_addr().ok()?.ip();
             let s = UdpSocket::bind(SocketAddr::new(ip, src_port)).ok()?;
+            let _ = enable_ecn(&s);
             if self.ports.len() >= MAX_PORT_SOCKETS {
                 self.ports.clear();
             }
@@ -63,11 +67,7 @@ impl Transport for PathPorts {
         }
     }
 
-    fn recv_from(
-        &mut self,
-        buf: &mut [u8],
-        timeout: Duration,
-    ) -> io::Result<Option<(usize, SocketAddr)>> {
+    fn recv_from(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<Received>> {
         Transport::recv_from(&mut self.main, buf, timeout)
     }
 }
