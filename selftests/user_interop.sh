@@ -7,7 +7,8 @@
 # loss and with reordering (netem on both veth ends). SENDs of 4 KiB; the
 # userspace side checks every echo byte for byte. Then the userspace side as the
 # requester of every opcode against a kernel RC QP (compliance/iut_verbs.py on
-# mroce0), clean, at 1% loss and with reordering.
+# mroce0), and a kernel RC QP as the requester of every opcode against the
+# userspace side (kernel_requester.py), each clean, at 1% loss and with reordering.
 #   MROCE_USER=path/to/metaroce-user (default: the workspace's release build)
 
 . "$(dirname "$0")/lib.sh"
@@ -109,11 +110,26 @@ print(s.makefile().readline().strip())')
 	return $KSFT_PASS
 }
 
+# kernel_verbs NETEM...: the reverse: a kernel RC QP on mroce0 (kernel_requester.py, an
+# unmodified pyverbs program) WRITEs, READs back, SENDs and runs atomics against
+# metaroce-user server in $NSB, every byte and original value checked.
+kernel_verbs() {
+	local rc
+	impair "$@" || { fail "netem $*"; return; }
+	ip netns exec "$NSA" timeout $TO python3 "$DIR/kernel_requester.py" mroce0 $IPB \
+		ip netns exec "$NSB" "$MROCE_USER" > "$LOG/req" 2>&1
+	rc=$?
+	sed 's/^/# req: /' "$LOG/req" | tail -18
+	[ $rc -eq 0 ] || { fail "kernel_requester.py exit $rc"; return; }
+	[ "$(grep -c '^ok ' "$LOG/req")" -eq 14 ] || { fail "not every check passed"; return; }
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 9
+ktap_set_plan 12
 if [ ! -x "$MROCE_USER" ]; then
 	ktap_print_msg "no $MROCE_USER (cargo build --release -p metaroce-user)"
-	for i in 1 2 3 4 5 6 7 8 9; do ktap_result $KSFT_SKIP "user_interop $i"; done
+	for i in $(seq 12); do ktap_result $KSFT_SKIP "user_interop $i"; done
 	ktap_finished
 	exit $KSFT_SKIP
 fi
@@ -133,6 +149,9 @@ ktap_test "userspace server, kernel pingpong client, reordering" user_server del
 ktap_test "userspace requester, kernel verbs QP: WRITE, READ, SEND, atomics, clean" user_verbs
 ktap_test "the same at 1% loss" user_verbs loss 1%
 ktap_test "the same with reordering" user_verbs delay 2ms 1ms reorder 25% 50%
+ktap_test "kernel requester, userspace responder: WRITE, READ, SEND, atomics, clean" kernel_verbs
+ktap_test "the same at 1% loss" kernel_verbs loss 1%
+ktap_test "the same with reordering" kernel_verbs delay 2ms 1ms reorder 25% 50%
 impair
 ktap_print_msg "mroce0: $(rdma statistic show link mroce0/1 | tr -s ' ' | cut -c1-400)"
 ktap_finished
