@@ -106,8 +106,8 @@ struct Probe {
     next_at: CoreInstant,
 }
 
-/// What only the serialized context touches.
-struct ConnState {
+/// What only the serialized context touches (the state under [`ConnCtx::state`]).
+struct Serialized {
     conn: KBox<Conn>,
     /// The bound QPs, by their stream index.
     qps: KVec<Option<Bound>>,
@@ -181,7 +181,7 @@ pub(crate) struct ConnCtx {
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
-    state: SpinLockBh<ConnState>,
+    state: SpinLockBh<Serialized>,
     #[pin]
     work: Work<ConnCtx>,
     #[pin]
@@ -253,7 +253,7 @@ impl ConnCtx {
         for _ in 0..cfg.paths {
             routes.push(RouteCache::new(GFP_KERNEL_ACCOUNT)?, GFP_KERNEL_ACCOUNT)?;
         }
-        let state = ConnState {
+        let state = Serialized {
             conn,
             qps,
             rx: KVec::with_capacity(INBOX_MIN, GFP_KERNEL_ACCOUNT)?,
@@ -306,7 +306,7 @@ impl ConnCtx {
     }
 
     /// The core's time for a run: [`Self::now`], never earlier than a previous run's.
-    fn tick(&self, st: &mut ConnState) -> CoreInstant {
+    fn tick(&self, st: &mut Serialized) -> CoreInstant {
         st.clock = st.clock.max(self.now());
         st.clock
     }
@@ -341,7 +341,7 @@ impl ConnCtx {
 
     /// Runs the connection, whose lock `st` is, for its device; with the device gone,
     /// drops what was received.
-    fn run_locked(self: &Arc<Self>, st: &mut ConnState) {
+    fn run_locked(self: &Arc<Self>, st: &mut Serialized) {
         match self.registry.get_by_netdev(self.netdev) {
             Some(dev) => self.drive(&dev, st),
             None => self.inbox.lock().clear(),
@@ -573,7 +573,7 @@ impl ConnCtx {
     /// The user moved the QP to the error state: flush everything, in order.
     pub(crate) fn fail_qp(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
-        let ConnState { conn, qps, .. } = &mut *st;
+        let Serialized { conn, qps, .. } = &mut *st;
         if let Some(b) = qps.get_mut(id.index()).and_then(Option::as_mut) {
             b.fail(conn);
         }
@@ -616,7 +616,7 @@ impl ConnCtx {
 
     /// Runs the connection: received datagrams, timers, completions, new work
     /// requests, then transmissions, and arms the timer.
-    fn drive(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, st: &mut ConnState) {
+    fn drive(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, st: &mut Serialized) {
         if st.dead {
             self.inbox.lock().clear();
             return;
@@ -627,7 +627,7 @@ impl ConnCtx {
             let mut inbox = self.inbox.lock();
             core::mem::swap(&mut *inbox, &mut st.rx);
         }
-        let ConnState { conn, qps, rx, .. } = st;
+        let Serialized { conn, qps, rx, .. } = st;
         if self.rung.load(Relaxed) && self.rung.xchg(false, Relaxed) {
             for b in qps.iter_mut().flatten() {
                 b.send_pending = true;
@@ -655,7 +655,7 @@ impl ConnCtx {
         }
         self.watch_peer(dev, now, st);
         self.share_rate(dev, st);
-        let ConnState {
+        let Serialized {
             conn,
             qps,
             buf,
@@ -694,7 +694,7 @@ impl ConnCtx {
         self: &Arc<Self>,
         dev: &Device<MetaRoceDriver>,
         now: CoreInstant,
-        st: &mut ConnState,
+        st: &mut Serialized,
     ) {
         let s = st.conn.stats();
         let valid = s.rx_packets.saturating_sub(s.rx_dropped);
@@ -742,7 +742,7 @@ impl ConnCtx {
 
     /// Notes whether the peer delivered data, and sets the rate hint of the ACKs to
     /// send: the device's fair share (spec [MR-CC-12]; [`crate::rate_hint`]).
-    fn share_rate(&self, dev: &Device<MetaRoceDriver>, st: &mut ConnState) {
+    fn share_rate(&self, dev: &Device<MetaRoceDriver>, st: &mut Serialized) {
         let placed = st.conn.stats().rx_bytes;
         if placed != st.placed {
             st.placed = placed;
@@ -815,7 +815,7 @@ impl ConnCtx {
     /// than that is left alone: it fires early, the run finds nothing due and arms the
     /// timer again. The retransmission deadline moves forward with every ACK, so this
     /// spares a cancel and a restart (a clock event reprogramming) on nearly every run.
-    fn arm(self: &Arc<Self>, st: &mut ConnState, now: CoreInstant) {
+    fn arm(self: &Arc<Self>, st: &mut Serialized, now: CoreInstant) {
         // A closed connection keeps its QPs (in error) until they go, and nothing else.
         if st.conn.state() == CoreState::Closed {
             drop(st.timer.take());
