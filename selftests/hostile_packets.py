@@ -10,13 +10,20 @@ from the peer's own address: the strongest off-path attacker the spec allows for
     hostile_packets.py HOST DST_CONN SRC_CONN CASE COUNT
     hostile_packets.py HOST DST_CONN SRC_CONN mutate COUNT IFACE PEER SECONDS
     hostile_packets.py HOST 0 0 spoofed_opens COUNT SOURCES
+    hostile_packets.py HOST DST_CONN SRC_CONN data PLAN
 
 `mutate` first captures the connection's real datagrams (both directions, on IFACE,
 between HOST and PEER), then sends COUNT random mutations of them at HOST, for at most
 SECONDS: bit flips, bytes and words set to boundary values, truncation, extension,
 splices of two packets. Most keep the version and the connection ids (those of a
 packet from PEER) so that they reach the connection's own parsing.
+
+`data` forges one request per attack class of PLAN (written by forged_data.py), each
+at its own victim QP, in sequence numbers the receiver accepts: the PSNs and stream
+numbers ("PSN assignment", "QP streams and binding") follow from the connection ids
+and the QP's rq_psn, so the packets pass every check but the one each class breaks.
 """
+import json
 import random
 import socket
 import struct
@@ -99,6 +106,85 @@ def cases(dst, src, rnd):
 
     return {"far_acks": far_acks, "far_floors": far_floors, "late_open": late_open,
             "malformed": malformed, "wrong_src": wrong_src, "open_flood": open_flood}
+
+
+WRITE, READ_REQ, CMP_SWAP, FETCH_ADD = 0x03, 0x05, 0x07, 0x08
+FIRST, LAST, ACK_REQ = 0x01, 0x02, 0x08
+M64 = (1 << 64) - 1
+
+
+def initial_psn(conn, k):
+    """initial_psn of "PSN assignment"; also stream_start ("QP streams and binding")."""
+    x = (((conn << 8) | k) + 0x9E3779B97F4A7C15) & M64
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & M64
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & M64
+    return (x ^ (x >> 31)) & 0xFFFFFFFF
+
+
+def forged_request(c, dst, src, index):
+    """The one request of attack class c["name"] at c["qpn"], as the peer (src) would
+    send it: a PSN on path 1..3 near the end of the path's first window, past what the
+    peer's own packets will use before the test ends (a request the receiver executes,
+    READ or atomic, takes its PSN for good), the QP's first MSN and SSN, one segment."""
+    path = 1 + index % 3
+    psn = (initial_psn(src, path) + 200 + index) & 0xFFFFFFFF
+    msn, ssn = initial_psn(c["rq_psn"], 0), initial_psn(c["rq_psn"], 1)
+    name, rkey, va, size = c["name"], c["rkey"], c["va"], c["len"]
+    offset, flags, payload = 0, FIRST | LAST | ACK_REQ, b""
+
+    def write(rkey, va, total, data, off=0):
+        return WRITE, struct.pack(">IQI", rkey, va & M64, total), data, off
+
+    if name == "write_bad_rkey":
+        ty, ext, payload, offset = write(rkey ^ 0x5A5A00, va, 64, b"\xee" * 64)
+    elif name == "write_stale_rkey":
+        ty, ext, payload, offset = write(c["stale_rkey"], va, 64, b"\xee" * 64)
+    elif name == "write_no_access":
+        ty, ext, payload, offset = write(c["local_rkey"], c["local_va"], 64, b"\xee" * 64)
+    elif name == "write_past_end":
+        ty, ext, payload, offset = write(rkey, va + size - 16, 64, b"\xee" * 64)
+    elif name == "write_va_wrap":
+        ty, ext, payload, offset = write(rkey, M64 - 15, 64, b"\xee" * 64)
+    elif name == "write_beyond_total":
+        ty, ext, payload, offset = write(rkey, va, 64, b"\xee" * 64, off=32)
+    elif name == "write_huge_total":
+        ty, ext, payload, offset = write(rkey, va, 0xFFFFFFFF, b"\xee" * 64)
+        flags = FIRST | ACK_REQ
+    elif name == "read_huge":
+        ty, ext = READ_REQ, struct.pack(">IQI", rkey, va, 0xFFFFFFFF)
+    elif name == "read_past_end":
+        ty, ext = READ_REQ, struct.pack(">IQI", rkey, va, size + 1)
+    elif name == "read_with_payload":
+        ty, ext, payload = READ_REQ, struct.pack(">IQI", rkey, va, 64), b"\xee" * 8
+    elif name == "atomic_unaligned":
+        ty, ext = FETCH_ADD, struct.pack(">IQQQ", rkey, va + 4, 1, 0)
+    elif name == "atomic_past_end":
+        ty, ext = CMP_SWAP, struct.pack(">IQQQ", rkey, va + size, 0x2222222222222222, 7)
+    elif name == "send_too_long":
+        ty, ext, payload = SEND, struct.pack(">II", 0, 512), b"\xee" * 512
+    elif name == "send_unposted":
+        ty, ext, payload = SEND, struct.pack(">II", 0, 64), b"\xee" * 64
+    elif name == "msn_far":
+        ty, ext, payload, offset = write(rkey ^ 0x5A5A00, va, 64, b"\xee" * 64)
+        msn = (msn + 1000) & 0xFFFFFFFF
+    elif name == "ssn_far":
+        ty, ext, payload, offset = write(rkey ^ 0x5A5A00, va, 64, b"\xee" * 64)
+        ssn = (ssn + 5000) & 0xFFFFFFFF
+    else:
+        raise ValueError(f"unknown attack class {name}")
+    stream = struct.pack(">IIII", c["qpn"], msn, ssn, offset)
+    return header(ty, dst, src, flags, path, psn) + stream + ext + payload
+
+
+def data(host, dst, src, plan):
+    with open(plan) as f:
+        classes = json.load(f)["classes"]
+    s = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_DGRAM)
+    for i, c in enumerate(classes):
+        s.sendto(forged_request(c, dst, src, i), (host, PORT))
+        print(f"forged {c['name']} at QP {c['qpn']:#x}")
+        time.sleep(0.05)
+    return 0
 
 
 ETH_P_ALL = 0x0003
@@ -223,7 +309,10 @@ def spoofed_opens(host, count, sources):
 
 
 def main():
-    host, dst, src, case, count = sys.argv[1], int(sys.argv[2], 0), int(sys.argv[3], 0), sys.argv[4], int(sys.argv[5])
+    host, dst, src, case = sys.argv[1], int(sys.argv[2], 0), int(sys.argv[3], 0), sys.argv[4]
+    if case == "data":
+        sys.exit(data(host, dst, src, sys.argv[5]))
+    count = int(sys.argv[5])
     if case == "spoofed_opens":
         sys.exit(spoofed_opens(host, count, int(sys.argv[6])))
     if case == "mutate":

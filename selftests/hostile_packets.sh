@@ -15,7 +15,8 @@
 #   RING_SEEDS=N rounds of hostile_rings.py (default 3), RING_SECONDS=S each (default 15).
 #   MUTATIONS=N mutated datagrams (default 10^6), but no longer than MUTATION_SECONDS
 #   (default 240: under TCG the guest takes about 240 a second, so CI sends about 60,000;
-#   selftests/run.sh passes these variables into the VM), SPOOFED_OPENS (20,000).
+#   selftests/run.sh passes these variables into the VM), SPOOFED_OPENS (20,000),
+#   CM_MADS (20,000, about 450 a second).
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -194,6 +195,91 @@ test_mutations() {
 	return $KSFT_PASS
 }
 
+# One forged request per class of forged_data.py (bad, stale and local-only rkeys,
+# va + len past the region or wrapping, segments past total_len, a 4 GiB READ, a READ
+# with payload, unaligned and out-of-range atomics, a SEND longer than its receive, a
+# SEND to no receive, MSN and SSN far ahead), each at its own QP of the connection
+# IPA-IPB, in sequence numbers it accepts, while content-checked ping-pongs run on
+# another connection. Each is NAKed, answered with an error status or dropped as the
+# spec says, moves only its own QP to ERR, writes no byte anywhere, and the connection
+# still carries a new QP pair byte-exact.
+test_forged_data() {
+	local target steady plan=$LOG/plan go=$LOG/go naks0 dropped0 rc runs bad local peer
+	rm -f "$plan" "$go" "$LOG/stop" "$LOG/steady"
+	steady_pingpongs &
+	steady=$!
+	naks0=$(counter mroce0 tx_naks)
+	dropped0=$(counter mroce0 rx_dropped)
+	ip netns exec "$NSA" timeout -k 5 300 /usr/bin/python3 "$(dirname "$0")/forged_data.py" \
+		mroce0 $IPA mroce1 $IPB "$plan" "$go" > "$LOG/target" 2>&1 &
+	target=$!
+	busywait 120000 test -e "$plan" && connected ||
+		{ touch "$LOG/stop" "$go"; wait $target $steady; cat "$LOG/target" | sed 's/^/#   /';
+		  fail "the target did not come up"; return; }
+	read -r local peer <<< "$(ids)"
+	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
+		$IPA "$local" "$peer" data "$plan" | sed 's/^/# /'
+	sleep 2
+	touch "$go"
+	wait $target
+	rc=$?
+	touch "$LOG/stop"
+	wait $steady
+	sed 's/^/# /' "$LOG/target"
+	runs=$(grep -cx 0 "$LOG/steady") bad=$(grep -vcx 0 "$LOG/steady")
+	ktap_print_msg "mroce0 tx_naks +$(($(counter mroce0 tx_naks) - naks0))," \
+		"rx_dropped +$(($(counter mroce0 rx_dropped) - dropped0));" \
+		"other connection: $runs content-checked ping-pongs ok, $bad failed"
+	[ $rc = 0 ] || { fail "forged_data.py: exit $rc"; return; }
+	[ "$bad" = 0 ] && [ "$runs" -ge 1 ] || { fail "the other connection was disturbed"; return; }
+	# 11 classes are NAKed (RNR for one); 3 get an error status in their response.
+	[ $(($(counter mroce0 tx_naks) - naks0)) -ge 11 ] || { fail "too few NAKs"; return; }
+	busywait 30000 no_rc_qps || { fail "RC QPs left"; return; }
+	return $KSFT_PASS
+}
+
+# Malformed MADs at mroce0's QP1 (cm_mads.py: CM MADs of every method and attribute
+# with random and boundary fields, other classes and versions, random bytes), sent
+# from a UD QP of mroce1 with the GSI Q_Key while rping (rdma_cm, data-checked) runs
+# between the two devices: ib_core's MAD and CM layers parse them above the driver;
+# nothing may crash or hang, rping must complete, and the device counts them as
+# delivered UD datagrams.
+: "${CM_MADS:=20000}"
+test_cm_mads() {
+	local srv cli rc udrx0 port
+	udrx0=$(counter mroce0 ud_rx)
+	next_port
+	port=$((PORT + 700))
+	ip netns exec "$NSA" timeout $TO rping -s -a $IPA -p $port -C 400 -V -S 256 > "$LOG/rsrv" 2>&1 &
+	srv=$!
+	sleep 2
+	ip netns exec "$NSB" timeout $TO rping -c -a $IPA -p $port -C 400 -V -S 256 > "$LOG/rcli" 2>&1 &
+	cli=$!
+	ip netns exec "$NSB" timeout -k 5 400 /usr/bin/python3 "$(dirname "$0")/cm_mads.py" \
+		mroce1 $IPA "$CM_MADS" 35 | sed 's/^/# /'
+	wait $cli; rc=$?
+	wait $srv; rc=$((rc | $?))
+	ktap_print_msg "mroce0 ud_rx +$(($(counter mroce0 ud_rx) - udrx0)), ud_rx_dropped $(counter mroce0 ud_rx_dropped)"
+	if [ $rc != 0 ] || grep -qi 'mismatch\|error' "$LOG/rsrv" "$LOG/rcli"; then
+		tail -5 "$LOG/rsrv" "$LOG/rcli" | sed 's/^/#   /'
+		fail "rping did not survive the MADs"
+		return
+	fi
+	# After them, the CM still connects anew.
+	next_port
+	port=$((PORT + 700))
+	ip netns exec "$NSA" timeout $TO rping -s -a $IPA -p $port -C 10 -V -S 64 > "$LOG/rsrv" 2>&1 &
+	srv=$!
+	sleep 2
+	ip netns exec "$NSB" timeout $TO rping -c -a $IPA -p $port -C 10 -V -S 64 > "$LOG/rcli" 2>&1
+	rc=$?
+	wait $srv; rc=$((rc | $?))
+	[ $rc = 0 ] || { fail "no rping after the MADs"; return; }
+	[ $(($(counter mroce0 ud_rx) - udrx0)) -ge $((CM_MADS / 2)) ] ||
+		{ fail "fewer than half the MADs reached QP1"; return; }
+	return $KSFT_PASS
+}
+
 # OPENs (dst_conn 0) from 1000 spoofed addresses, none a peer, while content-checked
 # ping-pongs run: no state ([MR-SEC-2]), every one dropped and counted before any work
 # but the lookup ([MR-SEC-8]), the ping-pongs untouched.
@@ -231,7 +317,7 @@ test_spoofed_opens() {
 }
 
 ktap_print_header
-ktap_set_plan 8
+ktap_set_plan 10
 load_metaroce || exit $KSFT_FAIL
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 perftest_setup || { ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
@@ -242,5 +328,7 @@ ktap_test "truncated, bad-version, bad-type and absurd-count datagrams are dropp
 ktap_test "our id with another src_conn, or dst_conn 0 without OPEN, is refused before queueing" test_wrong_src
 ktap_test "garbage in a process's own mapped SQ, RQ, SRQ and CQ rings while it posts: refused, released" test_hostile_rings
 ktap_test "$MUTATIONS mutations of a connection's own datagrams: counted, another connection untouched, memory back" test_mutations
+ktap_test "forged requests past every memory and stream check: refused per class, no byte written, connection intact" test_forged_data
+ktap_test "$CM_MADS malformed MADs at QP1 while rping runs: the CM keeps serving" test_cm_mads
 ktap_test "$SPOOFED_OPENS OPENs from 1000 spoofed addresses: no state, all counted, other traffic untouched" test_spoofed_opens
 ktap_finished

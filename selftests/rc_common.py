@@ -45,22 +45,26 @@ def check(cond, what):
         raise Fail(what)
 
 
-def roce_v2_ipv4_gid(ctx):
-    """Index and GID of the port's IPv4-mapped GID."""
+def roce_v2_ipv4_gid(ctx, addr=None):
+    """Index and GID of the port's first IPv4-mapped GID, or of the one of addr."""
     for i in range(16):
         try:
             gid = ctx.query_gid(1, i)
         except PyverbsRDMAError:
             continue
-        if str(gid).startswith('0000:0000:0000:0000:0000:ffff:'):
+        text = str(gid)
+        if not text.startswith('0000:0000:0000:0000:0000:ffff:'):
+            continue
+        ip = '.'.join(str(b) for b in bytes.fromhex(text[30:].replace(':', '')))
+        if addr is None or ip == addr:
             return i, gid
-    raise Fail('no IPv4-mapped GID')
+    raise Fail(f'no IPv4-mapped GID{" for " + addr if addr else ""}')
 
 
 class Side:
     """One end: context, PD, a send and a receive CQ, an RC QP, and MRs."""
 
-    def __init__(self, dev, send_wr=64, recv_wr=64, sge=4, cqe=1024, sig_all=1):
+    def __init__(self, dev, send_wr=64, recv_wr=64, sge=4, cqe=1024, sig_all=1, addr=None):
         self.dev = dev
         before = event_fds()
         self.ctx = Context(name=dev)
@@ -74,7 +78,7 @@ class Side:
                     max_recv_sge=sge, max_inline_data=0)
         self.qp = QP(self.pd, QPInitAttr(qp_type=e.IBV_QPT_RC, scq=self.scq, rcq=self.rcq,
                                          cap=cap, sq_sig_all=sig_all))
-        self.gid_index, self.gid = roce_v2_ipv4_gid(self.ctx)
+        self.gid_index, self.gid = roce_v2_ipv4_gid(self.ctx, addr)
 
     def mr(self, size, access=ACCESS_ALL):
         return MR(self.pd, size, access)
