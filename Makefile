@@ -10,6 +10,7 @@
 #                   built once; longer than CI's budget, so not part of make check)
 #   make fmt        format every Rust file as the kernel does (rustfmt.toml)
 #   make sim        the deterministic simulator's results table
+#   make sim-cluster   multiplane fabrics: MetaRoCE and RoCEv2 against the ideal
 #   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
 #                   benchmark kernel (no lockdep; built once, like the test kernel)
 #   make bench-fabric  metaroce vs rdma_rxe on a routed ECMP fabric in the VM: a
@@ -28,7 +29,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check check-sanitize test-core test-vm sim bench bench-fabric vm clean install dkms fmt compliance
+.PHONY: all modules setup kernel demo check check-sanitize test-core test-vm sim sim-cluster bench bench-fabric vm clean install dkms fmt compliance
 all: modules
 
 setup:
@@ -77,6 +78,9 @@ fmt: setup
 
 sim: setup
 	cargo run --release --quiet -p metaroce-sim --bin sim-report
+
+sim-cluster: setup
+	cargo run --release --quiet -p metaroce-sim --bin sim-cluster -- $(ARGS)
 
 bench: setup
 	@tools/bench

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod cluster;
 pub mod datagram;
 pub mod dcqcn;
 pub mod endpoint;

@@ -13,6 +13,19 @@
 //! everything sent to it: in an incast it is the bottleneck whose queue fills
 //! and marks ECN. Rerolling a UDP source port rehashes the 5-tuple and so moves
 //! the flow to another core link with probability `(K-1)/K`.
+//!
+//! Or a multiplane leaf-spine fabric ([`Multiplane`], issue 38): `P` independent
+//! planes, each a two-tier Clos of leaves and spines; every host has one port per
+//! plane on its leaf of that plane.
+//!
+//! ```text
+//!   host ──► its plane-p port (p = hash of the 5-tuple) ──► leaf ──► spine s
+//!        (s = the leaf's ECMP hash) ──► destination's leaf ──► host
+//! ```
+//!
+//! A path (UDP source port) thus picks a plane at the host and a spine at the leaf;
+//! hosts on one leaf meet at the leaf. A whole plane can fail ([`Network::set_path_down`]
+//! takes the plane's index).
 
 use crate::clock::Time;
 use crate::datagram::{Datagram, HostId};
@@ -35,6 +48,82 @@ pub struct NetworkConfig {
     pub downlink: LinkConfig,
     /// ECMP hash seed (a different seed is a different switch hash function).
     pub ecmp_seed: u64,
+    /// A multiplane leaf-spine fabric instead of the K core paths and downlinks.
+    pub multiplane: Option<Multiplane>,
+}
+
+/// A multiplane two-tier Clos: `planes` copies of `leaves` leaf switches each joined
+/// to every one of `spines` spine switches; host `h` hangs off leaf
+/// `h / hosts_per_leaf` of every plane (`hosts_per_leaf = ceil(hosts / leaves)`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Multiplane {
+    /// Independent planes (one NIC port per plane).
+    pub planes: usize,
+    /// Leaf switches per plane.
+    pub leaves: usize,
+    /// Spine switches per plane.
+    pub spines: usize,
+    /// A host port's link to and from its leaf.
+    pub host_link: LinkConfig,
+    /// A leaf-spine link, each direction.
+    pub fabric_link: LinkConfig,
+}
+
+/// The links a datagram crosses, in order (at most four: host to leaf, leaf to spine,
+/// spine to leaf, leaf to host).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Route {
+    links: [LinkId; 4],
+    len: u8,
+}
+
+impl Route {
+    fn new(links: &[LinkId]) -> Self {
+        let mut r = Route {
+            links: [0; 4],
+            len: links.len() as u8,
+        };
+        r.links[..links.len()].copy_from_slice(links);
+        r
+    }
+
+    /// Hops.
+    pub fn len(&self) -> usize {
+        usize::from(self.len)
+    }
+
+    /// Whether it has no hop.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The link of hop `i`.
+    pub fn hop(&self, i: usize) -> Option<LinkId> {
+        self.links[..self.len()].get(i).copied()
+    }
+}
+
+/// A link of one plane of a [`Multiplane`] fabric.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PlaneLink {
+    /// From host `h` to its leaf.
+    HostUp(HostId),
+    /// From its leaf to host `h`.
+    HostDown(HostId),
+    /// From a leaf to a spine.
+    LeafUp {
+        /// The leaf.
+        leaf: usize,
+        /// The spine.
+        spine: usize,
+    },
+    /// From a spine to a leaf.
+    SpineDown {
+        /// The spine.
+        spine: usize,
+        /// The leaf.
+        leaf: usize,
+    },
 }
 
 /// A scheduled change of a core path's state.
@@ -72,7 +161,73 @@ impl Network {
                 Rng::derive(seed, 0x10_000 + h as u64),
             ));
         }
+        if let Some(m) = cfg.multiplane {
+            for p in 0..m.planes {
+                let plane = |i: u64| Rng::derive(seed, 0x1_000_000 * (p as u64 + 1) + i);
+                // Host up, host down, leaf to spine, spine to leaf: see `plane_link`.
+                for i in 0..2 * cfg.hosts as u64 {
+                    links.push(Link::new(m.host_link, plane(i)));
+                }
+                for i in 0..2 * (m.leaves * m.spines) as u64 {
+                    links.push(Link::new(m.fabric_link, plane(0x10_0000 + i)));
+                }
+            }
+        }
         Network { cfg, links }
+    }
+
+    /// Links of one plane: `2 * hosts` host links, then `2 * leaves * spines`.
+    fn plane_links(&self, m: &Multiplane) -> usize {
+        2 * self.cfg.hosts + 2 * m.leaves * m.spines
+    }
+
+    /// The first link of plane `p`.
+    fn plane_base(&self, m: &Multiplane, p: usize) -> LinkId {
+        2 * self.paths() + self.cfg.hosts + p * self.plane_links(m)
+    }
+
+    /// The link of plane `p` of the given kind.
+    pub fn plane_link(&self, p: usize, link: PlaneLink) -> Option<LinkId> {
+        let m = self.cfg.multiplane?;
+        let base = self.plane_base(&m, p);
+        let h = self.cfg.hosts;
+        Some(match link {
+            PlaneLink::HostUp(host) => base + host,
+            PlaneLink::HostDown(host) => base + h + host,
+            PlaneLink::LeafUp { leaf, spine } => base + 2 * h + leaf * m.spines + spine,
+            PlaneLink::SpineDown { spine, leaf } => {
+                base + 2 * h + m.leaves * m.spines + spine * m.leaves + leaf
+            }
+        })
+    }
+
+    /// The leaf host `h` hangs off (in every plane).
+    pub fn leaf_of(&self, h: HostId) -> usize {
+        self.cfg
+            .multiplane
+            .map_or(0, |m| h / self.cfg.hosts.div_ceil(m.leaves.max(1)).max(1))
+    }
+
+    /// A hash of the 5-tuple, salted per decision (plane, spine, core path).
+    fn hash(&self, src: HostId, dst: HostId, sport: u16, dport: u16, salt: u64) -> u64 {
+        let key =
+            (src as u64) << 48 ^ (dst as u64) << 32 ^ u64::from(sport) << 16 ^ u64::from(dport);
+        Rng::derive(self.cfg.ecmp_seed, key ^ salt << 56).next_u64()
+    }
+
+    /// The plane and spine of a 5-tuple in a multiplane fabric.
+    pub fn plane_and_spine(
+        &self,
+        src: HostId,
+        dst: HostId,
+        sport: u16,
+        dport: u16,
+    ) -> (usize, usize) {
+        let m = self.cfg.multiplane.expect("a multiplane fabric");
+        (
+            (self.hash(src, dst, sport, dport, 29) % m.planes.max(1) as u64) as usize,
+            (self.hash(src, dst, sport, dport, 31) % m.spines.max(1) as u64) as usize,
+        )
     }
 
     /// Number of core paths.
@@ -88,16 +243,31 @@ impl Network {
     /// The core path the switch's ECMP hash picks for a 5-tuple.
     pub fn ecmp_link(&self, src: HostId, dst: HostId, sport: u16, dport: u16) -> usize {
         let k = self.paths().max(1) as u64;
-        let key =
-            (src as u64) << 48 ^ (dst as u64) << 32 ^ u64::from(sport) << 16 ^ u64::from(dport);
-        (Rng::derive(self.cfg.ecmp_seed, key ^ 17 << 56).next_u64() % k) as usize
+        (self.hash(src, dst, sport, dport, 17) % k) as usize
     }
 
-    /// The links `d` traverses, in order: its core link, then the destination's downlink.
-    pub fn route(&self, d: &Datagram) -> [LinkId; 2] {
+    /// The links `d` traverses, in order: its core link, then the destination's
+    /// downlink; in a multiplane fabric, its plane's host, leaf and spine links.
+    pub fn route(&self, d: &Datagram) -> Route {
+        if self.cfg.multiplane.is_some() {
+            let (p, spine) = self.plane_and_spine(d.src, d.dst, d.sport, d.dport);
+            let (ls, ld) = (self.leaf_of(d.src), self.leaf_of(d.dst));
+            let link = |l| self.plane_link(p, l).unwrap_or(0);
+            let up = link(PlaneLink::HostUp(d.src));
+            let down = link(PlaneLink::HostDown(d.dst));
+            if ls == ld {
+                return Route::new(&[up, down]);
+            }
+            return Route::new(&[
+                up,
+                link(PlaneLink::LeafUp { leaf: ls, spine }),
+                link(PlaneLink::SpineDown { spine, leaf: ld }),
+                down,
+            ]);
+        }
         let k = self.ecmp_path(d);
         let dir = usize::from(d.src > d.dst);
-        [2 * k + dir, 2 * self.paths() + d.dst]
+        Route::new(&[2 * k + dir, 2 * self.paths() + d.dst])
     }
 
     /// The core link of path `k` in direction `dir` (0: towards the higher host id).
@@ -110,8 +280,18 @@ impl Network {
         &self.links[2 * self.paths() + h]
     }
 
-    /// Blackholes (or restores) core path `k` in both directions.
+    /// Blackholes (or restores) core path `k` in both directions; in a multiplane
+    /// fabric, every link of plane `k`.
     pub fn set_path_down(&mut self, k: usize, down: bool) {
+        if let Some(m) = self.cfg.multiplane {
+            if k < m.planes {
+                let (base, n) = (self.plane_base(&m, k), self.plane_links(&m));
+                for l in &mut self.links[base..base + n] {
+                    l.blackholed = down;
+                }
+            }
+            return;
+        }
         for dir in 0..2 {
             if let Some(l) = self.links.get_mut(2 * k + dir) {
                 l.blackholed = down;
@@ -133,16 +313,17 @@ mod tests {
             paths: vec![LinkConfig::new(100_000_000_000, 1000); 8],
             downlink: LinkConfig::new(100_000_000_000, 100),
             ecmp_seed: 3,
+            multiplane: None,
         };
         let net = Network::new(cfg, 1);
         let mut hits = [0u32; 8];
         for port in 0..8000u16 {
             let d = Datagram::new(0, 1, 49152 + port, 4793, Ecn::Ect, Vec::new());
             hits[net.ecmp_path(&d)] += 1;
-            assert_eq!(net.route(&d)[1], 16 + 1);
+            assert_eq!(net.route(&d).hop(1), Some(16 + 1));
         }
         assert!(hits.iter().all(|&h| (800..1200).contains(&h)), "{hits:?}");
         let back = Datagram::new(1, 0, 5, 4793, Ecn::Ect, Vec::new());
-        assert_eq!(net.route(&back)[0] % 2, 1);
+        assert_eq!(net.route(&back).hop(0).map(|l| l % 2), Some(1));
     }
 }

@@ -89,6 +89,7 @@ pub fn pair_network(paths: usize) -> NetworkConfig {
         paths: vec![fabric_link(GBPS_100, 3 * US); paths],
         downlink: fabric_link(GBPS_100, US / 2),
         ecmp_seed: 0xEC3F,
+        multiplane: None,
     }
 }
 
@@ -104,6 +105,7 @@ pub fn incast_network(senders: usize, paths: usize) -> NetworkConfig {
         paths: vec![core; paths],
         downlink: fabric_link(GBPS_100, US / 2),
         ecmp_seed: 0xEC3F,
+        multiplane: None,
     }
 }
 

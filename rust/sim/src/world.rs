@@ -16,16 +16,12 @@ use crate::clock::{EventQueue, Time};
 use crate::datagram::{Datagram, HostId};
 use crate::endpoint::Endpoint;
 use crate::link::Outcome;
-use crate::network::{LinkId, Network, PathFault};
+use crate::network::{LinkId, Network, PathFault, Route};
 use crate::workload::{check_flow, FlowCheck, FlowLog, FlowSpec};
 
 enum Ev {
-    /// `d` arrives at the input of `route[hop]`, or at its host when `hop == 2`.
-    Arrive {
-        d: Datagram,
-        route: [LinkId; 2],
-        hop: u8,
-    },
+    /// `d` arrives at the input of hop `hop` of `route`, or at its host after the last.
+    Arrive { d: Datagram, route: Route, hop: u8 },
     /// Host `host` wakes up (if `at` is still its scheduled wakeup).
     Wake { host: HostId },
     /// Core path fault.
@@ -145,7 +141,7 @@ impl World {
         self.trace = Some(Vec::new());
     }
 
-    fn log(&mut self, what: &str, d: &Datagram, route: [LinkId; 2]) {
+    fn log(&mut self, what: &str, d: &Datagram, route: Route) {
         if let Some(t) = &mut self.trace {
             let b = &d.data;
             let word = |i: usize| {
@@ -158,7 +154,7 @@ impl World {
                 d.src,
                 d.dst,
                 d.sport,
-                route[0],
+                route.hop(0).unwrap_or(0),
                 b.len(),
                 b.get(1).copied().unwrap_or(0),
                 b.get(3).copied().unwrap_or(0),
@@ -271,7 +267,10 @@ impl World {
                     return;
                 }
                 let copy = self.trace.is_some().then(|| d.clone());
-                match self.net.links[route[hop as usize]].offer(now, d) {
+                let Some(link) = route.hop(hop as usize) else {
+                    return;
+                };
+                match self.net.links[link].offer(now, d) {
                     Outcome::Delivered(v) => {
                         for (at, d) in v {
                             self.q.schedule(
@@ -286,7 +285,8 @@ impl World {
                     }
                     Outcome::Dropped => {
                         if let Some(d) = copy {
-                            self.log(if hop == 0 { "DROP-core" } else { "DROP-down" }, &d, route);
+                            let last = hop as usize + 1 == route.len();
+                            self.log(if last { "DROP-down" } else { "DROP-core" }, &d, route);
                         }
                     }
                 }

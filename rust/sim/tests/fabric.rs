@@ -32,6 +32,7 @@ fn fabric(hosts: usize, k: usize, seed: u64) -> NetworkConfig {
         paths: vec![l; k],
         downlink: fabric_link(1000 * mbit, 50 * US),
         ecmp_seed: 0xEC3F + seed,
+        multiplane: None,
     }
 }
 

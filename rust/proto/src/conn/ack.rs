@@ -261,13 +261,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Re-arms (on progress) or cancels a path's retransmission timer.
     pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
         let max = self.cfg.rto_max_ns;
+        let rto = self.base_rto(pi);
         let Some(p) = self.paths.get_mut(pi) else {
             return;
         };
         if p.inflight.in_flight == 0 {
             p.rto_deadline = None;
         } else if progress || p.rto_deadline.is_none() {
-            let rto = self.cfg.rto_ns(&p.rtt);
             let backed = rto.checked_shl(p.backoff).unwrap_or(max).min(max);
             p.rto_deadline = Some(now.add_nanos(backed));
         }

@@ -886,6 +886,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// A path's retransmission timer fired: everything in flight on it is lost.
     //= Documentation/metaroce/spec.rst#rto
     fn on_rto(&mut self, i: usize, now: Instant) {
+        let base_rto = self.base_rto(i);
         let Some(p) = self.paths.get_mut(i) else {
             return;
         };
@@ -907,7 +908,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
         // Duplicates of its retransmissions come back within about a round trip,
         // unless the host that delayed the ACKs delays them too.
-        let window = self.cfg.rto_ns(&p.rtt).saturating_mul(2);
+        let window = base_rto.saturating_mul(2);
         self.undo.on_timeout(i, now, window);
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);
@@ -929,6 +930,25 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         {
             self.fail_all(WcStatus::RetryExcErr);
         }
+    }
+
+    /// Path `pi`'s base RTO ([MR-RTX-4]): from its own RTT samples; before its first,
+    /// the largest base RTO of the connection's other paths that have samples (a
+    /// retired path's new route, [MR-PATH-9]), and `rto_initial` only while no path
+    /// has any.
+    //= Documentation/metaroce/spec.rst#rto
+    pub(crate) fn base_rto(&self, pi: usize) -> u64 {
+        if let Some(p) = self.paths.get(pi).filter(|p| p.rtt.has_sample()) {
+            return self.cfg.rto_ns(&p.rtt);
+        }
+        let mut measured: Option<u64> = None;
+        for p in self.paths.iter().take(usize::from(self.cfg.paths)) {
+            if p.rtt.has_sample() {
+                let r = self.cfg.rto_ns(&p.rtt);
+                measured = Some(measured.map_or(r, |m| m.max(r)));
+            }
+        }
+        measured.unwrap_or_else(|| self.cfg.rto_ns(&Default::default()))
     }
 
     /// Retires a path: new source port and fresh RTT, a fresh window if `reset_window`
