@@ -13,6 +13,7 @@ use metaroce_proto::constants::MIN_TRANSMIT_BUF;
 use metaroce_proto::{
     AtomicOp, Config, Connection, Dest, Event, Instant, MemError, Memory, Opcode, QpId, WorkRequest,
 };
+use pin_init::InPlaceInit;
 use std::time::{Duration, Instant as Clock};
 
 struct NullMem;
@@ -41,10 +42,10 @@ fn main() {
     cfg.pacing = false;
     cfg.paths = 8;
     let now0 = Instant::from_nanos(1_000_000);
-    let mut a = Box::new(Connection::new(cfg, now0, 1));
+    let mut a = Box::init(Connection::init_aimd(cfg, now0, 1)).unwrap_or_else(|e| match e {});
     cfg.local_conn_id = 0x22;
     cfg.peer_conn_id = 0x11;
-    let mut b = Box::new(Connection::new(cfg, now0, 2));
+    let mut b = Box::init(Connection::init_aimd(cfg, now0, 2)).unwrap_or_else(|e| match e {});
     let qa = a.open_qp(1, 2).unwrap();
     b.open_qp(2, 1).unwrap();
 

@@ -12,6 +12,7 @@ use metaroce_proto::{
     AtomicOp, Config, Connection, Dest, Event, Instant, MemError, Memory, Opcode, PostError, QpId,
     QpSlot, QpStore, WcStatus, WorkRequest,
 };
+use pin_init::InPlaceInit;
 
 /// A growable store of boxed slots.
 #[derive(Default)]
@@ -54,17 +55,18 @@ impl Memory for Mem {
     }
 }
 
-fn conn(local: u32, peer: u32) -> Conn {
+fn conn(local: u32, peer: u32) -> Box<Conn> {
     let mut cfg = Config::new(local);
     cfg.peer_conn_id = peer;
     cfg.mtu = 1024;
-    Connection::with_cc_store(
+    Box::init(Connection::init_with(
         cfg,
         Aimd::new(cfg.aimd),
         VecStore::default(),
         Instant::from_nanos(1),
         u64::from(local),
-    )
+    ))
+    .unwrap_or_else(|e| match e {})
 }
 
 /// Binds a QP, adding a slot when all are taken.
@@ -72,7 +74,9 @@ fn open(c: &mut Conn, local: u32, remote: u32) -> QpId {
     match c.open_qp_psn(local, remote, 0, 0) {
         Ok(id) => id,
         Err(PostError::TooManyQps) => {
-            c.qps_mut().0.push(Box::new(QpSlot::new()));
+            c.qps_mut()
+                .0
+                .push(Box::init(QpSlot::init()).unwrap_or_else(|e| match e {}));
             c.open_qp_psn(local, remote, 0, 0).unwrap()
         }
         Err(e) => panic!("open_qp_psn: {e:?}"),

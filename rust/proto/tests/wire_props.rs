@@ -10,6 +10,7 @@ use metaroce_proto::wire::{
     Packet, PacketRepr, Status, StreamHeader,
 };
 use metaroce_proto::{Config, Connection, Instant};
+use pin_init::InPlaceInit;
 use proptest::prelude::*;
 
 fn header() -> impl Strategy<Value = Header> {
@@ -286,7 +287,8 @@ fn connection_survives_garbage() {
             .run(&strat, |pkts| {
                 let mut cfg = Config::new(7);
                 cfg.peer_conn_id = 9;
-                let mut c = Box::new(Connection::new(cfg, Instant::ZERO, 1));
+                let mut c = Box::init(Connection::init_aimd(cfg, Instant::ZERO, 1))
+                    .unwrap_or_else(|e| match e {});
                 let qp = c.open_qp(5, 6).unwrap();
                 let _ = c.post_recv(qp, 1, 100);
                 let _ = c.post_send(

@@ -22,6 +22,7 @@ use crate::datagram::{Datagram, Ecn, HostId};
 use crate::endpoint::{Endpoint, EndpointStats};
 use crate::memory::{Backing, HostMemory};
 use crate::workload::{imm_of, FlowLayout, FlowLog, FlowSpec, Logged, Op};
+use pin_init::InPlaceInit;
 
 /// Most senders the receiver's fair share tracks.
 const FAIR_SLOTS: usize = 256;
@@ -65,7 +66,7 @@ pub fn conn_id(a: HostId, b: HostId) -> u32 {
 
 struct Peer {
     host: HostId,
-    conn: Connection,
+    conn: Box<Connection>,
     placed: u64,
 }
 
@@ -125,7 +126,7 @@ impl MetaHost {
 
     /// The connection to `peer`, if any.
     pub fn connection(&self, peer: HostId) -> Option<&Connection> {
-        self.peers.iter().find(|p| p.host == peer).map(|p| &p.conn)
+        self.peers.iter().find(|p| p.host == peer).map(|p| &*p.conn)
     }
 
     fn peer_index(&mut self, peer: HostId, now: Time) -> usize {
@@ -143,7 +144,8 @@ impl MetaHost {
         let seed = self.seed ^ (self.id as u64) << 40 ^ (peer as u64) << 20;
         self.peers.push(Peer {
             host: peer,
-            conn: Connection::new(cfg, ns(now), seed),
+            conn: Box::init(Connection::init_aimd(cfg, ns(now), seed))
+                .unwrap_or_else(|e| match e {}),
             placed: 0,
         });
         self.peers.len() - 1

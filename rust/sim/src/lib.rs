@@ -34,16 +34,14 @@ pub mod scenario;
 pub mod workload;
 pub mod world;
 
-/// Runs `f` on a thread with a 256 MiB stack and returns its result.
+/// Runs `f` on a thread of its own and returns its result (a panic propagates).
 ///
-/// A [`metaroce_proto::Connection`] is a few hundred KiB of inline arrays (no
-/// allocation, by design), and unoptimized builds copy it several times while
-/// constructing it, which overflows the 2 MiB stack of a test thread. The
-/// simulator therefore runs worlds on a thread with a large (lazily committed)
-/// stack. A panic in `f` is propagated.
+/// Worlds once needed a 256 MiB stack: connections were built by value, a few
+/// hundred KiB copied several times in unoptimized builds. They are built in place
+/// now ([`metaroce_proto::Connection::init_aimd`], boxed), and nothing needs a large
+/// stack; the callers can run `f` directly (issue 40).
 pub fn with_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
     let t = std::thread::Builder::new()
-        .stack_size(256 << 20)
         .spawn(f)
         .expect("spawn simulator thread");
     match t.join() {

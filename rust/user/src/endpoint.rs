@@ -2,6 +2,7 @@
 
 //! One connection with one QP to one peer, driven over a [`Transport`].
 
+use pin_init::InPlaceInit;
 use std::collections::VecDeque;
 use std::fmt;
 use std::io;
@@ -124,7 +125,8 @@ impl<T: Transport> Endpoint<T> {
         c.rto_initial_ns = USER_RTO_INITIAL_NS;
         let epoch = StdInstant::now();
         let seed = u64::from(cfg.conn_id) << 32 ^ u64::from(std::process::id());
-        let mut conn = Box::new(Connection::new(c.sanitized(), Instant::ZERO, seed));
+        let mut conn = Box::init(Connection::init_aimd(c.sanitized(), Instant::ZERO, seed))
+            .unwrap_or_else(|e| match e {});
         let qp = conn.open_qp_psn(cfg.local_qpn, cfg.remote_qpn, cfg.sq_psn, cfg.rq_psn)?;
         Ok(Endpoint {
             transport,

@@ -12,6 +12,7 @@ use metaroce_proto::{
     AtomicOp, Config, Connection, Dest, Instant, MemError, Memory, Opcode, Payload, QpId,
     RxPayload, WorkRequest,
 };
+use pin_init::InPlaceInit;
 
 /// Memory that accepts rkey 1 over [0, 64 KiB) and checks bounds, with a few shared
 /// receives (an SRQ) for QPs that run out of their own.
@@ -89,11 +90,14 @@ fuzz_target!(|data: &[u8]| {
     let mut cfg = Config::new(0x11);
     cfg.mtu = 256;
     cfg.paths = 4;
-    let mut conns = [Box::new(Connection::new(cfg, now0, 1)), {
-        cfg.local_conn_id = 0x22;
-        cfg.peer_conn_id = 0x11;
-        Box::new(Connection::new(cfg, now0, 2))
-    }];
+    let mut conns = [
+        Box::init(Connection::init_aimd(cfg, now0, 1)).unwrap_or_else(|e| match e {}),
+        {
+            cfg.local_conn_id = 0x22;
+            cfg.peer_conn_id = 0x11;
+            Box::init(Connection::init_aimd(cfg, now0, 2)).unwrap_or_else(|e| match e {})
+        },
+    ];
     let qp = [
         conns[0].open_qp(1, 2).unwrap(),
         conns[1].open_qp(2, 1).unwrap(),

@@ -182,9 +182,8 @@ pub(crate) fn segments(len: u32, mtu: u32) -> u32 {
 /// initializer that writes every field straight into its final memory without
 /// any large temporary; for example, in the kernel,
 /// `KBox::init(Connection::init_aimd(cfg, now, seed), GFP_KERNEL)?`.
-/// [`Connection::reset`] re-initializes one in place. The by-value
-/// constructors [`Connection::new`] and [`Connection::with_cc`] are for host
-/// code only (left out of the kernel build).
+/// [`Connection::reset`] re-initializes one in place. There is no by-value
+/// constructor: host code boxes the same initializer (`Box::init`).
 #[derive(Clone, Debug)]
 pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     cfg: Config,
@@ -249,15 +248,6 @@ impl Connection<Aimd, QpArray> {
         let cfg = config.sanitized();
         Self::init(cfg, Aimd::init(cfg.aimd), now, seed)
     }
-
-    /// A connection with the default AIMD controller, by value (host only:
-    /// the kernel uses [`Connection::init_aimd`]). `seed` drives source-port
-    /// choice; `now` is the caller's current time.
-    #[cfg(not(metaroce_kernel))]
-    pub fn new(config: Config, now: Instant, seed: u64) -> Self {
-        let cfg = config.sanitized();
-        Self::with_cc(cfg, Aimd::new(cfg.aimd), now, seed)
-    }
 }
 
 impl Connection<Aimd, QpArray> {
@@ -290,19 +280,6 @@ impl<C: CongestionControl> Connection<C, QpArray> {
             config,
             cc,
             init_array_from_fn(|_| QpSlot::init()),
-            now,
-            seed,
-        )
-    }
-
-    /// A connection with a caller-chosen congestion controller, by value
-    /// (host only: the kernel uses [`Connection::init`]).
-    #[cfg(not(metaroce_kernel))]
-    pub fn with_cc(config: Config, cc: C, now: Instant, seed: u64) -> Self {
-        Self::with_cc_store(
-            config,
-            cc,
-            core::array::from_fn(|_| QpSlot::new()),
             now,
             seed,
         )
@@ -363,52 +340,6 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             c.setup(seed);
             Ok(())
         })
-    }
-
-    /// A connection with a caller-chosen congestion controller and QP store,
-    /// by value (host only).
-    #[cfg(not(metaroce_kernel))]
-    pub fn with_cc_store(config: Config, cc: C, qps: S, now: Instant, seed: u64) -> Self {
-        let mut c = Connection {
-            cfg: config.sanitized(),
-            state: ConnState::Open,
-            peer_conn: 0,
-            peer_knows_us: false,
-            rng: Rng::new(seed),
-            cc,
-            paths: core::array::from_fn(|_| TxPath::blank()),
-            rx_paths: core::array::from_fn(|_| RxPath::default()),
-            qps,
-            next_path: 0,
-            path_run: 0,
-            next_qp: 0,
-            ack_path: 0,
-            ack_pending: 0,
-            ack_now: false,
-            ack_deadline: None,
-            last_recorded: None,
-            local_hint_bps: 0,
-            peer_hint_bps: 0,
-            conn_rtt: Default::default(),
-            next_send_at: now,
-            paced: false,
-            consecutive_rto: 0,
-            rto_run_since: Instant::ZERO,
-            loss_detections: 0,
-            undo: Default::default(),
-            dead_port: Default::default(),
-            judged: 0,
-            rnr_wakeup: None,
-            naks: [None; MAX_PENDING_NAKS],
-            deliver: PendingDelivery::None,
-            close_pending: None,
-            events: [None; MAX_PENDING_EVENTS],
-            ev_head: 0,
-            ev_len: 0,
-            stats: Stats::default(),
-        };
-        c.setup(seed);
-        c
     }
 
     /// Re-initializes this connection in place, as [`Connection::init`] would

@@ -405,49 +405,6 @@ impl Qp {
         })
     }
 
-    /// A free slot by value (host only, for the by-value constructors).
-    #[cfg(not(metaroce_kernel))]
-    pub(crate) fn blank() -> Self {
-        Qp {
-            state: QpState::Free,
-            local_qpn: 0,
-            remote_qpn: 0,
-            error: None,
-            resp_err: None,
-            rnr_retry: 7,
-            retry_limit: 7,
-            lost_in_a_row: 0,
-            last_loss_detection: 0,
-            loss_run_since: Instant::ZERO,
-            rd_atomic_limit: 0,
-            rd_atomic_out: 0,
-            rd_atomic_msn: 0,
-            error_reported: false,
-            sq_flushing: false,
-            responder_error: None,
-            sq: [SendWr::default(); MAX_SEND_WR],
-            sq_head: 0,
-            next_msn: 0,
-            send_msn: 0,
-            send_seg: 0,
-            next_ssn: 0,
-            next_rsn: 0,
-            req_acked: ReasmWindow::default(),
-            resp_rx: ReasmWindow::default(),
-            rq: [RecvWqe::default(); MAX_RECV_WR],
-            rq_head: 0,
-            rq_tail: 0,
-            req_rx: ReasmWindow::default(),
-            msgs: [RxMsg::default(); MAX_RX_MSGS],
-            deliver_msn: 0,
-            responses: [Response::default(); MAX_RESPONSES],
-            resp_head: 0,
-            resp_tail: 0,
-            next_resp_ssn: 0,
-            resp_acked: ReasmWindow::default(),
-        }
-    }
-
     /// Makes this a free slot (as [`Qp::init`]) in place.
     pub(crate) fn reset(&mut self) {
         self.state = QpState::Free;

@@ -33,22 +33,9 @@ impl QpSlot {
         init!(QpSlot { qp <- Qp::init() })
     }
 
-    /// A free slot, by value (host only: the kernel uses [`QpSlot::init`]).
-    #[cfg(not(metaroce_kernel))]
-    pub fn new() -> Self {
-        QpSlot { qp: Qp::blank() }
-    }
-
     /// Whether a QP is bound to this slot.
     pub fn is_bound(&self) -> bool {
         self.qp.state != super::qp::QpState::Free
-    }
-}
-
-#[cfg(not(metaroce_kernel))]
-impl Default for QpSlot {
-    fn default() -> Self {
-        Self::new()
     }
 }
 

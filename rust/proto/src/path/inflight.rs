@@ -60,8 +60,8 @@ pub(crate) struct Inflight {
 }
 
 impl Inflight {
-    /// By value (6 KiB): host only.
-    #[cfg(any(test, not(metaroce_kernel)))]
+    /// By value (6 KiB): tests only.
+    #[cfg(test)]
     pub(crate) fn new(first_psn: u32) -> Self {
         Inflight {
             slots: [Sent::default(); SACK_BITS],

@@ -109,27 +109,6 @@ impl TxPath {
         })
     }
 
-    /// An unused path by value (host only, for the by-value constructors).
-    #[cfg(not(metaroce_kernel))]
-    pub(crate) fn blank() -> Self {
-        TxPath {
-            sport: 0,
-            inflight: Inflight::new(0),
-            rtt: RttEstimator::default(),
-            rto_deadline: None,
-            timeout_end: None,
-            backoff: 0,
-            consecutive_rto: 0,
-            ce_echo: 0,
-            dup_echo: 0,
-            reorder_threshold: 1,
-            peer_cum: 0,
-            floor_sent_at: None,
-            stats: PathStats::default(),
-            health: Health::default(),
-        }
-    }
-
     /// Makes this a fresh path (as [`TxPath::init`]) in place, declaring a
     /// packet lost `reorder_threshold` PSNs below the highest acknowledged one.
     pub(crate) fn reset(&mut self, sport: u16, first_psn: u32, reorder_threshold: u32) {

@@ -15,6 +15,7 @@ use metaroce_proto::{
     AtomicOp, Completion, Config, Connection, Dest, Event, Instant, MemError, Memory, Payload,
     QpId, RxPayload, WcStatus, WorkRequest,
 };
+use pin_init::InPlaceInit;
 use std::collections::HashMap;
 
 /// Deterministic PRNG for the link.
@@ -221,11 +222,12 @@ impl Pair {
         cfg.local_conn_id = 0x1111;
         cfg.peer_conn_id = 0;
         cfg.mtu = mtus[0];
-        let a = Box::new(Connection::new(cfg, now, seed));
+        let a = Box::init(Connection::init_aimd(cfg, now, seed)).unwrap_or_else(|e| match e {});
         cfg.mtu = mtus[1];
         cfg.local_conn_id = 0x2222;
         cfg.peer_conn_id = 0x1111;
-        let b = Box::new(Connection::new(cfg, now, seed.wrapping_add(1)));
+        let b = Box::init(Connection::init_aimd(cfg, now, seed.wrapping_add(1)))
+            .unwrap_or_else(|e| match e {});
         let node = |conn: Box<Connection>| Node {
             conn,
             mem: Mem::default(),
@@ -424,11 +426,11 @@ pub fn ok(c: &Completion) -> bool {
     c.status == WcStatus::Success
 }
 
-/// Runs `f` on a thread with a large stack: a `Connection` is a few hundred KiB
-/// and unoptimized builds keep several copies on the stack while building one.
+/// Runs `f` on a thread of its own. Connections are built in place (boxed), so no
+/// test needs a large stack any more (they once did: by-value construction copied a
+/// few hundred KiB several times in unoptimized builds).
 pub fn big_stack<F: FnOnce() + Send + 'static>(f: F) {
     std::thread::Builder::new()
-        .stack_size(256 << 20)
         .spawn(f)
         .unwrap()
         .join()
