@@ -11,7 +11,7 @@
 
 use std::time::Instant;
 
-use metaroce_sim::clock::US;
+use metaroce_sim::clock::{Time, US};
 use metaroce_sim::cluster::{multiplane_network, run, ClusterResult, Pattern};
 use metaroce_sim::dcqcn::DcqcnConfig;
 use metaroce_sim::gbn::GbnConfig;
@@ -96,98 +96,60 @@ fn main() {
     println!("| planes | connections | MetaRoCE (16 paths) | RoCEv2 GBN+DCQCN |");
     println!("|---|---|---|---|");
     for planes in [1, 2, 4, 8] {
-        let (hosts, seed) = (o.hosts, o.seed);
-        let (m, mw) = timed(move || {
-            run(
-                Transport::meta(16),
-                multiplane_network(hosts, planes, leaves),
-                Pattern::Permutation,
-                bytes,
-                1 << 20,
-                None,
-                seed,
-            )
-        });
-        let (g, gw) = timed(move || {
-            run(
-                gbn_dcqcn(),
-                multiplane_network(hosts, planes, leaves),
-                Pattern::Permutation,
-                bytes,
-                1 << 20,
-                None,
-                seed,
-            )
-        });
-        println!(
-            "| {planes} | {} | {} | {} |",
-            m.connections,
-            cell(&m, mw),
-            cell(&g, gw)
-        );
+        let c = Case {
+            planes,
+            pattern: Pattern::Permutation,
+            msg: 1 << 20,
+            fail_at: None,
+        };
+        let (conns, meta, gbn) = both(&o, leaves, c);
+        println!("| {planes} | {conns} | {meta} | {gbn} |");
     }
     println!("\n## All-to-all, 4 planes\n");
     println!("| connections | MetaRoCE (16 paths) | RoCEv2 GBN+DCQCN |");
     println!("|---|---|---|");
-    {
-        let (hosts, seed) = (o.hosts, o.seed);
-        let (m, mw) = timed(move || {
-            run(
-                Transport::meta(16),
-                multiplane_network(hosts, 4, leaves),
-                Pattern::AllToAll,
-                bytes,
-                1 << 16,
-                None,
-                seed,
-            )
-        });
-        let (g, gw) = timed(move || {
-            run(
-                gbn_dcqcn(),
-                multiplane_network(hosts, 4, leaves),
-                Pattern::AllToAll,
-                bytes,
-                1 << 16,
-                None,
-                seed,
-            )
-        });
-        println!(
-            "| {} | {} | {} |",
-            m.connections,
-            cell(&m, mw),
-            cell(&g, gw)
-        );
-    }
+    let c = Case {
+        planes: 4,
+        pattern: Pattern::AllToAll,
+        msg: 1 << 16,
+        fail_at: None,
+    };
+    let (conns, meta, gbn) = both(&o, leaves, c);
+    println!("| {conns} | {meta} | {gbn} |");
     println!("\n## Plane 0 of 4 fails for good at 25% of the ideal time (permutation)\n");
     println!("| MetaRoCE (16 paths) | RoCEv2 GBN+DCQCN |");
     println!("|---|---|");
-    {
-        let (hosts, seed) = (o.hosts, o.seed);
-        let at = (bytes * 8 * 1000 / (4 * 100_000_000_000 / 1_000_000) / 4).max(10 * US);
-        let (m, mw) = timed(move || {
-            run(
-                Transport::meta(16),
-                multiplane_network(hosts, 4, leaves),
-                Pattern::Permutation,
-                bytes,
-                1 << 20,
-                Some(at),
-                seed,
-            )
-        });
-        let (g, gw) = timed(move || {
-            run(
-                gbn_dcqcn(),
-                multiplane_network(hosts, 4, leaves),
-                Pattern::Permutation,
-                bytes,
-                1 << 20,
-                Some(at),
-                seed,
-            )
-        });
-        println!("| {} | {} |", cell(&m, mw), cell(&g, gw));
-    }
+    // The ideal time at 4 x 100 Gb/s, in ns, a quarter of it.
+    let at = (bytes * 8 / 400 / 4).max(10 * US);
+    let c = Case {
+        planes: 4,
+        pattern: Pattern::Permutation,
+        msg: 1 << 20,
+        fail_at: Some(at),
+    };
+    let (_, meta, gbn) = both(&o, leaves, c);
+    println!("| {meta} | {gbn} |");
+}
+
+/// One row's settings.
+#[derive(Clone, Copy)]
+struct Case {
+    planes: usize,
+    pattern: Pattern,
+    msg: u32,
+    fail_at: Option<Time>,
+}
+
+/// MetaRoCE and RoCEv2 on the same case: connections and both cells.
+fn both(o: &Opts, leaves: usize, c: Case) -> (usize, String, String) {
+    let (hosts, seed, bytes) = (o.hosts, o.seed, o.mib << 20);
+    let one = |t: fn() -> Transport| {
+        timed(move || {
+            let net = multiplane_network(hosts, c.planes, leaves);
+            run(t(), net, c.pattern, bytes, c.msg, c.fail_at, seed)
+        })
+    };
+    let (m, mw) = one(|| Transport::meta(16));
+    let (g, gw) = one(gbn_dcqcn);
+    (m.connections, cell(&m, mw), cell(&g, gw))
 }
