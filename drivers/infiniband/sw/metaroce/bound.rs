@@ -57,11 +57,11 @@ pub(crate) enum LocalBuffer<'a> {
 /// The transport state of one QP bound to a connection. Only the connection's
 /// serialized context (its work item, or a verb holding its lock) touches it.
 pub(crate) struct Bound {
-    pub(crate) qp: Arc<Qp<MetaRoceDriver>>,
+    qp: Arc<Qp<MetaRoceDriver>>,
     /// The QP's stream in the connection.
-    pub(crate) id: QpId,
+    id: QpId,
     /// Rights granted to the peer (`qp_access_flags`).
-    pub(crate) access: Access,
+    access: Access,
     /// Sequence of the next send WQE to hand to the core.
     sq_seq: u64,
     /// Sequence of the send WQE at the ring head.
@@ -79,16 +79,16 @@ pub(crate) struct Bound {
     recv_cache: KBox<(Option<u64>, SgeList)>,
     /// The QP entered the error state: once the core has flushed what it holds, the
     /// rest of the rings is flushed here.
-    pub(crate) failed: bool,
+    failed: bool,
     /// The send ring may hold WQEs not handed to the core yet (the doorbell rang, or
     /// the core had no room for all of them).
-    pub(crate) send_pending: bool,
+    send_pending: bool,
     /// The QP entered SQD: once the send WQEs the core holds complete, the QP says
     /// so ([`Qp::sq_drained`]).
-    pub(crate) draining: bool,
+    draining: bool,
     /// The QP is in RTR and no request of the peer has reached it yet: the first one
     /// raises `IB_EVENT_COMM_EST` ([`Bound::request_arrived`]).
-    pub(crate) comm_est_pending: bool,
+    comm_est_pending: bool,
 }
 
 /// Why a send WQE cannot be handed to the core.
@@ -128,6 +128,46 @@ impl Bound {
             // Bound at INIT -> RTR.
             comm_est_pending: true,
         })
+    }
+
+    /// The verbs QP.
+    pub(crate) fn qp(&self) -> &Arc<Qp<MetaRoceDriver>> {
+        &self.qp
+    }
+
+    /// The rights the QP grants its peer (`qp_access_flags`).
+    pub(crate) fn access(&self) -> Access {
+        self.access
+    }
+
+    /// The core gave the QP stream `id` ([`ConnCtx::bind`](crate::conn::ConnCtx::bind)).
+    pub(crate) fn set_id(&mut self, id: QpId) {
+        self.id = id;
+    }
+
+    /// The doorbell rang, or the core may have room again: look at the send ring.
+    pub(crate) fn mark_send_pending(&mut self) {
+        self.send_pending = true;
+    }
+
+    /// The QP reached RTS (again) with `access`: it sends, drains nothing, and no
+    /// longer waits for the peer's first request to raise `IB_EVENT_COMM_EST`.
+    pub(crate) fn ready_to_send(&mut self, access: Access) {
+        self.access = access;
+        self.send_pending = true;
+        self.draining = false;
+        self.comm_est_pending = false;
+    }
+
+    /// The QP entered SQD.
+    pub(crate) fn start_draining(&mut self) {
+        self.draining = true;
+    }
+
+    /// The core failed the QP: once it has flushed what it holds, flush the rest.
+    pub(crate) fn core_failed(&mut self) {
+        self.qp.set_error();
+        self.failed = true;
     }
 
     /// Send WQEs handed to the core and not completed yet.

@@ -372,7 +372,7 @@ impl ConnCtx {
         };
         let mut streaming = false;
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
-            b.send_pending = true;
+            b.mark_send_pending();
             streaming = b.outstanding() >= STREAMING_DEPTH;
         }
         if streaming {
@@ -512,7 +512,7 @@ impl ConnCtx {
             r => r,
         }
         .map_err(|_| ENOSPC)?;
-        b.id = id;
+        b.set_id(id);
         match st.qps.get_mut(id.index()) {
             Some(slot) => *slot = Some(b),
             None => {
@@ -536,7 +536,7 @@ impl ConnCtx {
     ) {
         let mut st = self.state.lock();
         let attrs = match st.qps.get(id.index()).and_then(Option::as_ref) {
-            Some(b) => b.qp.attributes(),
+            Some(b) => b.qp().attributes(),
             None => return,
         };
         let access = attrs.access;
@@ -551,10 +551,7 @@ impl ConnCtx {
         let (limit, initial, min) = retransmission(&attrs);
         st.conn.set_retransmission(limit.max(1), initial, min);
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
-            b.access = access;
-            b.send_pending = true;
-            b.draining = false;
-            b.comm_est_pending = false;
+            b.ready_to_send(access);
         }
         self.drive(dev, &mut st);
     }
@@ -565,7 +562,7 @@ impl ConnCtx {
     pub(crate) fn drain_sq(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
         let mut st = self.state.lock();
         if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
-            b.draining = true;
+            b.start_draining();
         }
         self.drive(dev, &mut st);
     }
@@ -630,7 +627,7 @@ impl ConnCtx {
         let Serialized { conn, qps, rx, .. } = st;
         if self.rung.load(Relaxed) && self.rung.xchg(false, Relaxed) {
             for b in qps.iter_mut().flatten() {
-                b.send_pending = true;
+                b.mark_send_pending();
             }
         }
         let received = rx.len();
@@ -775,17 +772,16 @@ impl ConnCtx {
                     if let Some(b) = qps.get_mut(qp.index()).and_then(Option::as_mut) {
                         rdma::trace::qp_error(
                             id,
-                            b.qp.qpn(),
+                            b.qp().qpn(),
                             crate::convert::wc_status(status) as u32,
                         );
-                        b.qp.set_error();
-                        b.failed = true;
+                        b.core_failed();
                     }
                 }
                 Event::ResponderError { qp, error } => {
                     if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
-                        b.qp.data().counters.count_refused();
-                        b.qp.raise_event(match error {
+                        b.qp().data().counters.count_refused();
+                        b.qp().raise_event(match error {
                             ResponderError::Access => QpEvent::AccessErr,
                             ResponderError::InvalidRequest => QpEvent::ReqErr,
                         });

@@ -72,7 +72,7 @@ pub(crate) fn gather_payload(
             qp, wr_id, offset, ..
         } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
-            let pd = b.qp.pd();
+            let pd = b.qp().pd();
             match b.send_buffer(wr_id)? {
                 LocalBuffer::Inline(data) => {
                     let start = offset as usize;
@@ -87,7 +87,9 @@ pub(crate) fn gather_payload(
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
             dev.objects()
                 .mrs
-                .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| mr.read(va, out))
+                .with_mr(rkey, b.qp().pd(), Access::REMOTE_READ, |mr| {
+                    mr.read(va, out)
+                })
         }
     }
 }
@@ -128,7 +130,7 @@ pub(crate) fn attach_payload(
             len,
         } => {
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
-            let pd = b.qp.pd();
+            let pd = b.qp().pd();
             match b.send_buffer(wr_id)? {
                 LocalBuffer::Inline(data) => {
                     let start = offset as usize;
@@ -146,7 +148,7 @@ pub(crate) fn attach_payload(
             let b = bound(qps, qp).map_err(|_| EINVAL)?;
             dev.objects()
                 .mrs
-                .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| {
+                .with_mr(rkey, b.qp().pd(), Access::REMOTE_READ, |mr| {
                     mr.attach_to(va, len as usize, skb)
                 })
         }
@@ -165,7 +167,7 @@ impl QpMemory<'_> {
         let total: usize = parts.iter().map(Source::len).sum();
         self.place_into(qp, dest, parts)?;
         if let Ok(b) = bound(self.qps, qp) {
-            b.qp.data().counters.count_rx(total);
+            b.qp().data().counters.count_rx(total);
         }
         Ok(())
     }
@@ -175,12 +177,12 @@ impl QpMemory<'_> {
     fn place_into(&mut self, qp: QpId, dest: Dest, parts: [Source<'_>; 2]) -> Result<(), MemError> {
         let dev = self.dev;
         let b = bound(self.qps, qp)?;
-        let pd = b.qp.pd();
+        let pd = b.qp().pd();
         let total: usize = parts.iter().map(Source::len).sum();
         match dest {
             Dest::Remote { rkey, va } => {
                 b.request_arrived();
-                if !b.access.contains(Access::REMOTE_WRITE) {
+                if !b.access().contains(Access::REMOTE_WRITE) {
                     return Err(MemError::Access);
                 }
                 dev.objects()
@@ -246,13 +248,13 @@ impl Memory for QpMemory<'_> {
     fn check_read(&mut self, qp: QpId, rkey: u32, va: u64, len: u32) -> Result<(), MemError> {
         let b = bound(self.qps, qp)?;
         b.request_arrived();
-        if !b.access.contains(Access::REMOTE_READ) {
+        if !b.access().contains(Access::REMOTE_READ) {
             return Err(MemError::Access);
         }
         self.dev
             .objects()
             .mrs
-            .with_mr(rkey, b.qp.pd(), Access::REMOTE_READ, |mr| {
+            .with_mr(rkey, b.qp().pd(), Access::REMOTE_READ, |mr| {
                 mr.offset_of(va, u64::from(len)).map(|_| ())
             })
             .map_err(|_| MemError::Access)
@@ -261,7 +263,7 @@ impl Memory for QpMemory<'_> {
     fn atomic(&mut self, qp: QpId, rkey: u32, va: u64, op: AtomicOp) -> Result<u64, MemError> {
         let b = bound(self.qps, qp)?;
         b.request_arrived();
-        if !b.access.contains(Access::REMOTE_ATOMIC) {
+        if !b.access().contains(Access::REMOTE_ATOMIC) {
             return Err(MemError::Access);
         }
         let op = crate::convert::atomic_op(op);
@@ -272,7 +274,7 @@ impl Memory for QpMemory<'_> {
         self.dev
             .objects()
             .mrs
-            .with_mr(rkey, b.qp.pd(), Access::REMOTE_ATOMIC, |mr| {
+            .with_mr(rkey, b.qp().pd(), Access::REMOTE_ATOMIC, |mr| {
                 mr.atomic(va, op)
             })
             .map_err(|_| MemError::Access)

@@ -213,7 +213,7 @@ impl ConnCtx {
                     Payload::Wr { qp, .. } | Payload::Mr { qp, .. } => qp,
                 };
                 if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
-                    b.qp.data().counters.count_tx(p.len(), retx);
+                    b.qp().data().counters.count_tx(p.len(), retx);
                 }
             }
             if let Some(p) = traced {
