@@ -35,8 +35,13 @@ test_ud_pingpong() {
 
 test_ud_rules() {
 	[ "$MROCE_TYPE" = metaroce ] || return $KSFT_SKIP
+	local qkey0
+	qkey0=$(counter mroce1 ud_rx_bad_qkey)
 	py_run 120 "$VO" ud mroce0 mroce1
 	[ $PY_RC -eq 0 ] || { fail "verbs_objects.py ud: exit $PY_RC"; return; }
+	# It sends one datagram with a wrong Q_Key, counted by reason.
+	[ "$(counter mroce1 ud_rx_bad_qkey)" -gt "$qkey0" ] ||
+		{ fail "ud_rx_bad_qkey did not count the wrong Q_Key"; return; }
 	return $KSFT_PASS
 }
 
@@ -54,6 +59,7 @@ test_ud_dst() {
 	ip -n "$NSA" route del 198.18.9.2/32 dev vethA; ip -n "$NSB" addr del 198.18.9.2/32 dev lo
 	[ $rc -eq 0 ] || { fail "verbs_objects.py ud_dst: exit $rc"; return; }
 	[ "$((after - before))" -ge 1 ] || { fail "ud_rx_dropped went from $before to $after"; return; }
+	[ "$(counter mroce1 ud_rx_not_ours)" -ge 1 ] || { fail "ud_rx_not_ours did not count it"; return; }
 	return $KSFT_PASS
 }
 

@@ -9,6 +9,7 @@
 //! run attributes a packet or a completion to it (under the connection's lock it
 //! already holds: no lock of their own), read by ib_core's counters.
 
+use crate::ud::UdDrop;
 use kernel::{
     prelude::*,
     sync::atomic::{Atomic, Relaxed},
@@ -132,8 +133,16 @@ pub(crate) struct EngineCounters {
     /// UD datagrams delivered to a receive.
     pub(crate) ud_rx: Atomic<u64>,
     /// UD datagrams dropped: malformed, no UD QP in RTR/RTS with that number and
-    /// Q_Key, or no receive posted.
+    /// Q_Key, or no receive posted (the sum of the reasons below and malformed ones).
     pub(crate) ud_rx_dropped: Atomic<u64>,
+    /// Of those: no UD QP with the header's number in RTR, RTS or SQD.
+    pub(crate) ud_rx_no_qp: Atomic<u64>,
+    /// Of those: the QP's Q_Key differs from the header's.
+    pub(crate) ud_rx_bad_qkey: Atomic<u64>,
+    /// Of those: the destination address is none of the device's ([MR-UD-5]).
+    pub(crate) ud_rx_not_ours: Atomic<u64>,
+    /// Of those: the QP had no receive posted.
+    pub(crate) ud_rx_no_recv: Atomic<u64>,
     /// The transport counters of retired connections ([`TRANSPORT_COUNTERS`]).
     retired: [Atomic<u64>; TRANSPORT_COUNTERS],
 }
@@ -168,6 +177,19 @@ pub(crate) fn transport_values(
 }
 
 impl EngineCounters {
+    /// Counts a UD datagram dropped for `why`.
+    pub(crate) fn count_ud_drop(&self, why: UdDrop) {
+        self.ud_rx_dropped.fetch_add(1, Relaxed);
+        let reason = match why {
+            UdDrop::Malformed => return,
+            UdDrop::NoQp => &self.ud_rx_no_qp,
+            UdDrop::BadQkey => &self.ud_rx_bad_qkey,
+            UdDrop::NotOurs => &self.ud_rx_not_ours,
+            UdDrop::NoRecv => &self.ud_rx_no_recv,
+        };
+        reason.fetch_add(1, Relaxed);
+    }
+
     pub(crate) fn new() -> Self {
         Self {
             conns_opened: Atomic::new(0),
@@ -185,6 +207,10 @@ impl EngineCounters {
             ud_tx: Atomic::new(0),
             ud_rx: Atomic::new(0),
             ud_rx_dropped: Atomic::new(0),
+            ud_rx_no_qp: Atomic::new(0),
+            ud_rx_bad_qkey: Atomic::new(0),
+            ud_rx_not_ours: Atomic::new(0),
+            ud_rx_no_recv: Atomic::new(0),
             retired: [const { Atomic::new(0) }; TRANSPORT_COUNTERS],
         }
     }
@@ -346,6 +372,10 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"ud_tx", Eng(|e| &e.ud_tx)),
     (c"ud_rx", Eng(|e| &e.ud_rx)),
     (c"ud_rx_dropped", Eng(|e| &e.ud_rx_dropped)),
+    (c"ud_rx_no_qp", Eng(|e| &e.ud_rx_no_qp)),
+    (c"ud_rx_bad_qkey", Eng(|e| &e.ud_rx_bad_qkey)),
+    (c"ud_rx_not_ours", Eng(|e| &e.ud_rx_not_ours)),
+    (c"ud_rx_no_recv", Eng(|e| &e.ud_rx_no_recv)),
     // Summed over the connections.
     (c"tx_data", Transport(0)),
     (c"tx_retransmits", Transport(1)),

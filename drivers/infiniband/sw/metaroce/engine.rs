@@ -179,16 +179,16 @@ impl Engine {
             return;
         }
         if UdHeader::is_ud(rx.payload()) {
-            let delivered = self
-                .registry
-                .get_by_netdev(self.netdev)
-                .is_some_and(|dev| crate::ud::receive(&dev, &mut rx));
-            let counter = if delivered {
-                &self.stats.ud_rx
-            } else {
-                &self.stats.ud_rx_dropped
+            let r = match self.registry.get_by_netdev(self.netdev) {
+                Some(dev) => crate::ud::receive(&dev, &mut rx),
+                None => Err(crate::ud::UdDrop::NoQp),
             };
-            counter.fetch_add(1, Relaxed);
+            match r {
+                Ok(()) => {
+                    self.stats.ud_rx.fetch_add(1, Relaxed);
+                }
+                Err(why) => self.stats.count_ud_drop(why),
+            }
             rx.discard();
             return;
         }

@@ -11,7 +11,8 @@
 //! first, as verbs lays it out for RoCE v2 (an IPv4 header in its last 20 bytes, or
 //! the IPv6 header), then the payload. Datagrams that find no such QP or no receive,
 //! or whose destination is not an address of the device (not in its GID table, as
-//! rdma_rxe's `rxe_chk_dgid`), are dropped and counted (`ud_rx_dropped`), as UD allows.
+//! rdma_rxe's `rxe_chk_dgid`), are dropped and counted (`ud_rx_dropped`, and by reason
+//! `ud_rx_no_qp`, `ud_rx_bad_qkey`, `ud_rx_not_ours`, `ud_rx_no_recv`), as UD allows.
 //!
 //! The GSI QP (QP1) of the RDMA core's MAD layer is such a QP owned by a kernel
 //! consumer: its work requests arrive through `ib_post_send`/`ib_post_recv` into kernel
@@ -233,40 +234,62 @@ fn source_port(src_qpn: u32, dst_qpn: u32) -> u16 {
     0xc000 | (h >> 18) as u16
 }
 
-/// Delivers a received datagram whose UD header is linear; returns `false` when it
-/// was dropped (malformed, no UD QP in RTR/RTS/SQD with that number and Q_Key, or no
-/// receive posted). The payload is made linear only for a QP that takes it.
-pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &mut Received<'_>) -> bool {
+/// Why a received UD datagram was dropped (each counted, `ud_rx_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum UdDrop {
+    /// Its UD header did not parse.
+    Malformed,
+    /// No UD QP with the header's number in RTR, RTS or SQD.
+    NoQp,
+    /// The QP's Q_Key differs from the header's.
+    BadQkey,
+    /// Its destination is none of the device's addresses ([MR-UD-5]).
+    NotOurs,
+    /// The QP had no receive posted.
+    NoRecv,
+}
+
+/// Delivers a received datagram whose UD header is linear, or says why it was
+/// dropped. The payload is made linear only for a QP that takes it.
+pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &mut Received<'_>) -> Result<(), UdDrop> {
     let Ok((h, _)) = UdHeader::parse(rx.payload()) else {
-        return false;
+        return Err(UdDrop::Malformed);
     };
-    if accepting_qp(dev, &h).is_none() {
-        return false;
-    }
+    accepting_qp(dev, &h)?;
     // Spec [MR-UD-5]: only to one of the device's addresses (the socket takes the
     // namespace's every address, and routes may bring others to our netdev).
-    if !dev.has_roce_gid(rx.info().dst.ip()) || rx.make_linear(usize::MAX).is_err() {
-        return false;
+    if !dev.has_roce_gid(rx.info().dst.ip()) {
+        return Err(UdDrop::NotOurs);
+    }
+    if rx.make_linear(usize::MAX).is_err() {
+        return Err(UdDrop::Malformed);
     }
     let Ok((h, payload)) = UdHeader::parse(rx.payload()) else {
-        return false;
+        return Err(UdDrop::Malformed);
     };
-    deliver(dev, rx, &h, payload).is_some()
+    deliver(dev, rx, &h, payload).ok_or(UdDrop::NoRecv)
 }
 
 /// The UD QP that takes a datagram with header `h`: its number, in RTR, RTS or SQD,
 /// with the header's Q_Key.
-fn accepting_qp(dev: &Device<MetaRoceDriver>, h: &UdHeader) -> Option<Arc<Qp<MetaRoceDriver>>> {
+fn accepting_qp(
+    dev: &Device<MetaRoceDriver>,
+    h: &UdHeader,
+) -> Result<Arc<Qp<MetaRoceDriver>>, UdDrop> {
     let qp = dev
         .objects()
         .qps
         .get(h.dst_qpn)
-        .filter(|qp| qp.qp_type().is_datagram())?;
+        .filter(|qp| qp.qp_type().is_datagram())
+        .ok_or(UdDrop::NoQp)?;
     let attrs = qp.attributes();
-    if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) || attrs.qkey != h.qkey {
-        return None;
+    if !matches!(attrs.state, QpState::Rtr | QpState::Rts | QpState::Sqd) {
+        return Err(UdDrop::NoQp);
     }
-    Some(qp)
+    if attrs.qkey != h.qkey {
+        return Err(UdDrop::BadQkey);
+    }
+    Ok(qp)
 }
 
 fn deliver(
@@ -275,7 +298,7 @@ fn deliver(
     h: &UdHeader,
     payload: &[u8],
 ) -> Option<()> {
-    let qp = accepting_qp(dev, h)?;
+    let qp = accepting_qp(dev, h).ok()?;
     let grh = grh(rx);
     let len = GRH_LEN + payload.len();
     let mut wc_flags = WC_GRH;
