@@ -71,6 +71,25 @@ impl ClusterResult {
     pub fn of_ideal(&self) -> f64 {
         self.ideal_ns as f64 / self.run.elapsed_ns.max(1) as f64
     }
+
+    /// Jain's fairness index of the connections' goodputs (each moved the same
+    /// bytes, so over the inverses of their completion times): 1.0 when all finish
+    /// together, `1/n` when one takes all the time. 0 if any did not finish.
+    pub fn jain(&self) -> f64 {
+        let rates: Vec<f64> = self
+            .run
+            .finish
+            .iter()
+            .map(|t| t.map_or(0.0, |t| 1.0 / t.max(1) as f64))
+            .collect();
+        let (sum, sq): (f64, f64) = rates
+            .iter()
+            .fold((0.0, 0.0), |(a, b), r| (a + r, b + r * r));
+        if rates.is_empty() || sq == 0.0 || rates.contains(&0.0) {
+            return 0.0;
+        }
+        sum * sum / (rates.len() as f64 * sq)
+    }
 }
 
 /// `pattern` traffic of `bytes` per host in `msg`-byte WRITEs (each host's share split

@@ -67,9 +67,10 @@ fn cell(r: &ClusterResult, wall: f64) -> String {
     }
     let retx = r.run.sent_bytes.saturating_sub(r.run.bytes) as f64 / r.run.bytes.max(1) as f64;
     format!(
-        "{:.0}% ({} us, retx {:.1}%, {:.1} s)",
+        "{:.0}% ({} us, Jain {:.2}, retx {:.1}%, {:.1} s)",
         100.0 * r.of_ideal(),
         r.run.elapsed_ns / 1000,
+        r.jain(),
         100.0 * retx,
         wall
     )
@@ -91,7 +92,7 @@ fn main() {
          WRITEs; seed {}\n",
         o.hosts, o.mib, o.seed
     );
-    println!("Cells: completion time of the fluid ideal over the run's (100% = the physical limit), the run's completion time, bytes retransmitted, wall time.\n");
+    println!("Cells: completion time of the fluid ideal over the run's (100% = the physical limit), the run's completion time, Jain's fairness index over the connections' completion times, bytes retransmitted, wall time.\n");
     println!("## Goodput against planes (permutation: every flow crosses the spines)\n");
     println!("| planes | connections | MetaRoCE (16 paths) | RoCEv2 GBN+DCQCN |");
     println!("|---|---|---|---|");
