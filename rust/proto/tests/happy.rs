@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{big_stack, pattern, wr, LinkCfg, Pair};
+use common::{pattern, wr, LinkCfg, Pair};
 use metaroce_proto::{Config, Opcode, WcOpcode, WcStatus, WorkRequest};
 
 fn cfg() -> Config {
@@ -16,7 +16,7 @@ fn cfg() -> Config {
 // spec: MR-OP-1, MR-OP-4, MR-OP-5, MR-OP-7, MR-CMP-2, MR-CMP-3, MR-ATOM-3, MR-PLC-4
 #[test]
 fn send_write_read_atomic_lossless() {
-    big_stack(send_write_read_atomic_lossless_body);
+    send_write_read_atomic_lossless_body();
 }
 
 fn send_write_read_atomic_lossless_body() {

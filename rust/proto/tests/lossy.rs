@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{big_stack, pattern, LinkCfg, Pair};
+use common::{pattern, LinkCfg, Pair};
 use metaroce_proto::{Config, Opcode, QpId, WcOpcode, WcStatus, WorkRequest};
 use proptest::prelude::*;
 
@@ -208,9 +208,7 @@ fn mixed_ops() -> Vec<Op> {
 
 #[test]
 fn lossless_mixed() {
-    big_stack(|| {
-        run(&mixed_ops(), LinkCfg::default(), 1, 8);
-    });
+    run(&mixed_ops(), LinkCfg::default(), 1, 8);
 }
 
 // A driver hands the core the linear part of a socket buffer and places the paged
@@ -218,76 +216,68 @@ fn lossless_mixed() {
 // responses included, wherever in the payload the split falls.
 #[test]
 fn split_datagrams_place_the_same_bytes() {
-    big_stack(|| {
-        let split = run(
-            &mixed_ops(),
-            LinkCfg {
-                split: 700,
-                loss: 20,
-                jitter: 20_000,
-                ..Default::default()
-            },
-            9,
-            4,
-        );
-        assert!(
-            split > 20,
-            "only {split} payloads placed from split datagrams"
-        );
-    });
+    let split = run(
+        &mixed_ops(),
+        LinkCfg {
+            split: 700,
+            loss: 20,
+            jitter: 20_000,
+            ..Default::default()
+        },
+        9,
+        4,
+    );
+    assert!(
+        split > 20,
+        "only {split} payloads placed from split datagrams"
+    );
 }
 
 #[test]
 fn loss_5pct_reorder() {
-    big_stack(|| {
-        run(
-            &mixed_ops(),
-            LinkCfg {
-                loss: 50,
-                jitter: 20_000,
-                ..Default::default()
-            },
-            2,
-            8,
-        );
-    });
+    run(
+        &mixed_ops(),
+        LinkCfg {
+            loss: 50,
+            jitter: 20_000,
+            ..Default::default()
+        },
+        2,
+        8,
+    );
 }
 
 #[test]
 fn loss_20pct_dup_reorder_single_path() {
-    big_stack(|| {
-        run(
-            &mixed_ops(),
-            LinkCfg {
-                loss: 200,
-                dup: 50,
-                jitter: 30_000,
-                ce: 20,
-                ..Default::default()
-            },
-            3,
-            1,
-        );
-    });
+    run(
+        &mixed_ops(),
+        LinkCfg {
+            loss: 200,
+            dup: 50,
+            jitter: 30_000,
+            ce: 20,
+            ..Default::default()
+        },
+        3,
+        1,
+    );
 }
 
 // spec: MR-PATH-3, MR-RTX-1, MR-SACK-17
 #[test]
 fn loss_20pct_dup_reorder_multipath() {
-    big_stack(|| {
-        run(
-            &mixed_ops(),
-            LinkCfg {
-                loss: 200,
-                dup: 50,
-                jitter: 30_000,
-                ce: 20,
-                ..Default::default()
-            },
-            4,
-            8,
-        );
-    });
+    run(
+        &mixed_ops(),
+        LinkCfg {
+            loss: 200,
+            dup: 50,
+            jitter: 30_000,
+            ce: 20,
+            ..Default::default()
+        },
+        4,
+        8,
+    );
 }
 
 // Each side segments at its own size (the driver's are 1392 and 8892 bytes at
@@ -295,32 +285,28 @@ fn loss_20pct_dup_reorder_multipath() {
 // spec: MR-WIRE-6, MR-OP-1, MR-OP-7
 #[test]
 fn peers_with_different_mtus() {
-    big_stack(|| {
-        run_mtus(
-            &mixed_ops(),
-            LinkCfg {
-                loss: 50,
-                jitter: 20_000,
-                ..Default::default()
-            },
-            5,
-            8,
-            [1392, 8892],
-        );
-    });
-    big_stack(|| {
-        run_mtus(
-            &mixed_ops(),
-            LinkCfg {
-                loss: 50,
-                jitter: 20_000,
-                ..Default::default()
-            },
-            6,
-            8,
-            [8892, 1024],
-        );
-    });
+    run_mtus(
+        &mixed_ops(),
+        LinkCfg {
+            loss: 50,
+            jitter: 20_000,
+            ..Default::default()
+        },
+        5,
+        8,
+        [1392, 8892],
+    );
+    run_mtus(
+        &mixed_ops(),
+        LinkCfg {
+            loss: 50,
+            jitter: 20_000,
+            ..Default::default()
+        },
+        6,
+        8,
+        [8892, 1024],
+    );
 }
 
 proptest! {
@@ -338,8 +324,6 @@ proptest! {
         split in prop_oneof![Just(0u32), 0u32..=1000],
         seed in any::<u64>(),
     ) {
-        big_stack(move || {
-            run(&ops, LinkCfg { loss, dup, ce, jitter, latency: 5_000, split }, seed, paths);
-        });
+        run(&ops, LinkCfg { loss, dup, ce, jitter, latency: 5_000, split }, seed, paths);
     }
 }

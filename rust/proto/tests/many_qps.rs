@@ -5,7 +5,6 @@
 
 mod common;
 
-use common::big_stack;
 use metaroce_proto::cc::Aimd;
 use metaroce_proto::constants::MIN_TRANSMIT_BUF;
 use metaroce_proto::{
@@ -86,65 +85,63 @@ fn open(c: &mut Conn, local: u32, remote: u32) -> QpId {
 // spec: MR-QP-5, MR-QP-7
 #[test]
 fn a_thousand_qps_share_one_connection() {
-    big_stack(|| {
-        const N: u32 = 1000;
-        let mut c = [conn(0x11, 0), conn(0x22, 0x11)];
-        let mut mem = [Mem::default(), Mem::default()];
-        let ids: Vec<(QpId, QpId)> = (0..N)
-            .map(|i| {
-                (
-                    open(&mut c[0], 100 + i, 5000 + i),
-                    open(&mut c[1], 5000 + i, 100 + i),
-                )
-            })
-            .collect();
-        assert_eq!(c[0].qps().len(), N as usize);
-        for (k, &(a, b)) in ids.iter().enumerate() {
-            c[1].post_recv(b, 1, 4096).unwrap();
-            let wr = WorkRequest {
-                wr_id: k as u64,
-                opcode: Opcode::Send,
-                len: 100 + k as u32,
-                ..Default::default()
-            };
-            c[0].post_send(a, wr).unwrap();
-        }
-        let (mut now, mut buf) = (Instant::from_nanos(1), vec![0u8; MIN_TRANSMIT_BUF]);
-        let mut done = [0usize; 2];
-        for _ in 0..20_000 {
-            now = now.add_nanos(2_000);
-            for side in 0..2 {
-                let mut out = Vec::new();
-                while let Some(t) = c[side].poll_transmit(now, &mut buf) {
-                    let mut pkt = buf[..t.len].to_vec();
-                    pkt.resize(t.len + t.payload.map_or(0, |p| p.len() as usize), 0xab);
-                    out.push(pkt);
-                }
-                for pkt in out {
-                    let _ = c[1 - side].handle_datagram(now, false, &pkt, &mut mem[1 - side]);
-                }
-                if c[side].poll_timeout().is_some_and(|t| t <= now) {
-                    c[side].handle_timeout(now);
-                }
-                while let Some(e) = c[side].poll_event() {
-                    if let Event::Completion(cq) = e {
-                        assert_eq!(cq.status, WcStatus::Success);
-                        done[side] += 1;
-                    }
+    const N: u32 = 1000;
+    let mut c = [conn(0x11, 0), conn(0x22, 0x11)];
+    let mut mem = [Mem::default(), Mem::default()];
+    let ids: Vec<(QpId, QpId)> = (0..N)
+        .map(|i| {
+            (
+                open(&mut c[0], 100 + i, 5000 + i),
+                open(&mut c[1], 5000 + i, 100 + i),
+            )
+        })
+        .collect();
+    assert_eq!(c[0].qps().len(), N as usize);
+    for (k, &(a, b)) in ids.iter().enumerate() {
+        c[1].post_recv(b, 1, 4096).unwrap();
+        let wr = WorkRequest {
+            wr_id: k as u64,
+            opcode: Opcode::Send,
+            len: 100 + k as u32,
+            ..Default::default()
+        };
+        c[0].post_send(a, wr).unwrap();
+    }
+    let (mut now, mut buf) = (Instant::from_nanos(1), vec![0u8; MIN_TRANSMIT_BUF]);
+    let mut done = [0usize; 2];
+    for _ in 0..20_000 {
+        now = now.add_nanos(2_000);
+        for side in 0..2 {
+            let mut out = Vec::new();
+            while let Some(t) = c[side].poll_transmit(now, &mut buf) {
+                let mut pkt = buf[..t.len].to_vec();
+                pkt.resize(t.len + t.payload.map_or(0, |p| p.len() as usize), 0xab);
+                out.push(pkt);
+            }
+            for pkt in out {
+                let _ = c[1 - side].handle_datagram(now, false, &pkt, &mut mem[1 - side]);
+            }
+            if c[side].poll_timeout().is_some_and(|t| t <= now) {
+                c[side].handle_timeout(now);
+            }
+            while let Some(e) = c[side].poll_event() {
+                if let Event::Completion(cq) = e {
+                    assert_eq!(cq.status, WcStatus::Success);
+                    done[side] += 1;
                 }
             }
-            if done == [N as usize; 2] {
-                break;
-            }
         }
-        assert_eq!(done, [N as usize; 2]);
-        for (k, &(_, b)) in ids.iter().enumerate() {
-            assert_eq!(mem[1].placed[b.index()], 100 + k as u64);
+        if done == [N as usize; 2] {
+            break;
         }
-        // Slots are reused: closing one QP and opening another takes no new slot.
-        c[0].close_qp(ids[7].0);
-        let again = open(&mut c[0], 99_999, 1);
-        assert_eq!(again, ids[7].0);
-        assert_eq!(c[0].qps().len(), N as usize);
-    });
+    }
+    assert_eq!(done, [N as usize; 2]);
+    for (k, &(_, b)) in ids.iter().enumerate() {
+        assert_eq!(mem[1].placed[b.index()], 100 + k as u64);
+    }
+    // Slots are reused: closing one QP and opening another takes no new slot.
+    c[0].close_qp(ids[7].0);
+    let again = open(&mut c[0], 99_999, 1);
+    assert_eq!(again, ids[7].0);
+    assert_eq!(c[0].qps().len(), N as usize);
 }

@@ -269,78 +269,76 @@ proptest! {
 // spec: MR-VAL-4
 #[test]
 fn connection_survives_garbage() {
-    common::big_stack(|| {
-        let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-            cases: 300,
-            failure_persistence: None,
-            ..Default::default()
-        });
-        let strat = proptest::collection::vec(
-            (
-                repr(),
-                proptest::collection::vec(any::<u8>(), 0..40),
-                any::<u64>(),
-            ),
-            1..30,
-        );
-        runner
-            .run(&strat, |pkts| {
-                let mut cfg = Config::new(7);
-                cfg.peer_conn_id = 9;
-                let mut c = Box::init(Connection::init_aimd(cfg, Instant::ZERO, 1))
-                    .unwrap_or_else(|e| match e {});
-                let qp = c.open_qp(5, 6).unwrap();
-                let _ = c.post_recv(qp, 1, 100);
-                let _ = c.post_send(
-                    qp,
-                    metaroce_proto::WorkRequest {
-                        wr_id: 1,
-                        len: 5000,
-                        ..Default::default()
-                    },
-                );
-                let mut buf = [0u8; metaroce_proto::constants::MIN_TRANSMIT_BUF];
-                let mut now = 0u64;
-                for (r, payload, t) in pkts {
-                    let r = match r {
-                        PacketRepr::Data {
-                            header,
-                            mut stream,
-                            ext,
-                        } => {
-                            stream.qpn = if t % 2 == 0 { 5 } else { stream.qpn };
-                            stream.ssn %= 64;
-                            stream.msn %= 8;
-                            PacketRepr::Data {
-                                header: Header {
-                                    dst_conn: 7,
-                                    src_conn: 9,
-                                    path: header.path % 20,
-                                    psn: header.psn,
-                                    ..header
-                                },
-                                stream,
-                                ext,
-                            }
-                        }
-                        other => other,
-                    };
-                    let mut v = vec![0u8; 1024];
-                    let n = r.emit(&mut v).unwrap();
-                    v.truncate(n);
-                    v.extend_from_slice(&payload);
-                    now += t % 1_000_000;
-                    let _ = c.handle_datagram(Instant::from_nanos(now), t % 3 == 0, &v, &mut NoMem);
-                    c.handle_timeout(Instant::from_nanos(now));
-                    while c
-                        .poll_transmit(Instant::from_nanos(now), &mut buf)
-                        .is_some()
-                    {}
-                    while c.poll_event().is_some() {}
-                    let _ = c.poll_timeout();
-                }
-                Ok(())
-            })
-            .unwrap();
+    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
+        cases: 300,
+        failure_persistence: None,
+        ..Default::default()
     });
+    let strat = proptest::collection::vec(
+        (
+            repr(),
+            proptest::collection::vec(any::<u8>(), 0..40),
+            any::<u64>(),
+        ),
+        1..30,
+    );
+    runner
+        .run(&strat, |pkts| {
+            let mut cfg = Config::new(7);
+            cfg.peer_conn_id = 9;
+            let mut c = Box::init(Connection::init_aimd(cfg, Instant::ZERO, 1))
+                .unwrap_or_else(|e| match e {});
+            let qp = c.open_qp(5, 6).unwrap();
+            let _ = c.post_recv(qp, 1, 100);
+            let _ = c.post_send(
+                qp,
+                metaroce_proto::WorkRequest {
+                    wr_id: 1,
+                    len: 5000,
+                    ..Default::default()
+                },
+            );
+            let mut buf = [0u8; metaroce_proto::constants::MIN_TRANSMIT_BUF];
+            let mut now = 0u64;
+            for (r, payload, t) in pkts {
+                let r = match r {
+                    PacketRepr::Data {
+                        header,
+                        mut stream,
+                        ext,
+                    } => {
+                        stream.qpn = if t % 2 == 0 { 5 } else { stream.qpn };
+                        stream.ssn %= 64;
+                        stream.msn %= 8;
+                        PacketRepr::Data {
+                            header: Header {
+                                dst_conn: 7,
+                                src_conn: 9,
+                                path: header.path % 20,
+                                psn: header.psn,
+                                ..header
+                            },
+                            stream,
+                            ext,
+                        }
+                    }
+                    other => other,
+                };
+                let mut v = vec![0u8; 1024];
+                let n = r.emit(&mut v).unwrap();
+                v.truncate(n);
+                v.extend_from_slice(&payload);
+                now += t % 1_000_000;
+                let _ = c.handle_datagram(Instant::from_nanos(now), t % 3 == 0, &v, &mut NoMem);
+                c.handle_timeout(Instant::from_nanos(now));
+                while c
+                    .poll_transmit(Instant::from_nanos(now), &mut buf)
+                    .is_some()
+                {}
+                while c.poll_event().is_some() {}
+                let _ = c.poll_timeout();
+            }
+            Ok(())
+        })
+        .unwrap();
 }

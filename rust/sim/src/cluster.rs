@@ -146,14 +146,13 @@ pub fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::with_stack;
 
     /// A small permutation on 4 planes: MetaRoCE spreads over the planes (8 MiB per
     /// host is mostly slow start: 0.57 of the ideal); RoCEv2's one 5-tuple per QP
     /// uses one plane of four.
     #[test]
     fn permutation_uses_every_plane() {
-        let (meta, gbn) = with_stack(|| {
+        let (meta, gbn) = {
             let net = || multiplane_network(8, 4, 2);
             let m = run(
                 Transport::meta(16),
@@ -174,7 +173,7 @@ mod tests {
                 1,
             );
             (m, g)
-        });
+        };
         for r in [&meta, &gbn] {
             assert!(
                 r.run.error.is_none() && r.run.check_errors == 0,
@@ -200,7 +199,7 @@ mod tests {
     /// (0.05 of the ideal; 0.22 with the connection's measured RTO, [MR-RTX-4]).
     #[test]
     fn a_plane_failure_is_survived() {
-        let r = with_stack(|| {
+        let r = {
             let net = multiplane_network(8, 4, 2);
             run(
                 Transport::meta(16),
@@ -211,7 +210,7 @@ mod tests {
                 Some(200 * US),
                 2,
             )
-        });
+        };
         assert!(
             r.run.error.is_none() && r.run.check_errors == 0,
             "{:?}",

@@ -33,19 +33,3 @@ pub mod rng;
 pub mod scenario;
 pub mod workload;
 pub mod world;
-
-/// Runs `f` on a thread of its own and returns its result (a panic propagates).
-///
-/// Worlds once needed a 256 MiB stack: connections were built by value, a few
-/// hundred KiB copied several times in unoptimized builds. They are built in place
-/// now ([`metaroce_proto::Connection::init_aimd`], boxed), and nothing needs a large
-/// stack; the callers can run `f` directly (issue 40).
-pub fn with_stack<R: Send + 'static>(f: impl FnOnce() -> R + Send + 'static) -> R {
-    let t = std::thread::Builder::new()
-        .spawn(f)
-        .expect("spawn simulator thread");
-    match t.join() {
-        Ok(r) => r,
-        Err(e) => std::panic::resume_unwind(e),
-    }
-}

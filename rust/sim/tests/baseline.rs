@@ -11,7 +11,6 @@ use metaroce_sim::clock::US;
 use metaroce_sim::gbn::GbnConfig;
 use metaroce_sim::network::PathFault;
 use metaroce_sim::scenario::{build_world, pair_network, Transport};
-use metaroce_sim::with_stack;
 use metaroce_sim::workload::{FlowSpec, MsgSpec, Op};
 
 fn fast_gbn() -> Transport {
@@ -38,37 +37,33 @@ fn writes_and_sends(src: usize, dst: usize) -> FlowSpec {
 
 #[test]
 fn gbn_exact_under_faults() {
-    with_stack(|| {
-        for seed in 0..6 {
-            let f = Faults {
-                loss: 0.02,
-                dup: 0.02,
-                corrupt: 0.01,
-                jitter_ns: 2 * US,
-                ..Default::default()
-            };
-            let mut w = build_world(faulty_pair(4, f), fast_gbn(), 2000 + seed);
-            w.add_flow(writes_and_sends(0, 1));
-            w.add_flow(writes_and_sends(1, 0));
-            drive_ok(&mut w, &format!("gbn seed {seed}"));
-        }
-    })
+    for seed in 0..6 {
+        let f = Faults {
+            loss: 0.02,
+            dup: 0.02,
+            corrupt: 0.01,
+            jitter_ns: 2 * US,
+            ..Default::default()
+        };
+        let mut w = build_world(faulty_pair(4, f), fast_gbn(), 2000 + seed);
+        w.add_flow(writes_and_sends(0, 1));
+        w.add_flow(writes_and_sends(1, 0));
+        drive_ok(&mut w, &format!("gbn seed {seed}"));
+    }
 }
 
 #[test]
 fn gbn_fails_with_retry_exceeded_on_dead_path() {
-    with_stack(|| {
-        let mut w = build_world(pair_network(1), fast_gbn(), 2100);
-        w.add_flow(FlowSpec::writes(0, 1, 4, 16 << 10, true));
-        w.schedule_fault(PathFault {
-            path: 0,
-            down_at: 0,
-            up_at: None,
-        });
-        assert!(w.drive(limits()).is_ok());
-        let (src, _) = w.flow_logs(0);
-        let st: Vec<_> = src.unwrap().send.iter().map(|l| l.wc.status).collect();
-        assert_eq!(st[0], metaroce_proto::WcStatus::RetryExcErr);
-        assert_eq!(st.len(), 4);
-    })
+    let mut w = build_world(pair_network(1), fast_gbn(), 2100);
+    w.add_flow(FlowSpec::writes(0, 1, 4, 16 << 10, true));
+    w.schedule_fault(PathFault {
+        path: 0,
+        down_at: 0,
+        up_at: None,
+    });
+    assert!(w.drive(limits()).is_ok());
+    let (src, _) = w.flow_logs(0);
+    let st: Vec<_> = src.unwrap().send.iter().map(|l| l.wc.status).collect();
+    assert_eq!(st[0], metaroce_proto::WcStatus::RetryExcErr);
+    assert_eq!(st.len(), 4);
 }

@@ -12,7 +12,6 @@ use metaroce_sim::clock::US;
 use metaroce_sim::host::HostConfig;
 use metaroce_sim::network::NetworkConfig;
 use metaroce_sim::scenario::{self, build_world, fabric_link, Transport};
-use metaroce_sim::with_stack;
 use metaroce_sim::workload::FlowSpec;
 
 /// Goodput in Mbit/s of 16 MiB of WRITEs over `k` links, with `conn_beta`.
@@ -81,50 +80,46 @@ fn run_mib(k: usize, conn_beta: u32, seed: u64, mib: usize) -> f64 {
 // spec: MR-CC-16, MR-CC-3, MR-CC-1
 #[test]
 fn one_connection_fills_four_marking_links() {
-    with_stack(|| {
-        let one = run(1, 1024, 1);
-        assert!(one > 0.85 * 20.0, "one link: {one:.1} Mbit/s");
-        let mut sum = 0.0;
-        for seed in 1..4 {
-            let four = run(4, 1024, seed);
-            // Seed 1 leaves one link without a path (an ECMP collision).
-            assert!(four > 2.8 * one, "seed {seed}: {four:.1} Mbit/s");
-            sum += four;
-        }
-        assert!(sum / 3.0 > 3.3 * one, "mean {:.1} Mbit/s", sum / 3.0);
-        // The old default (a fifth of the connection window per path mark)
-        // held the same connection well below that (48.1 against 73.8 Mbit/s
-        // with 512-packet pace epochs, 56.1 with 256: moves hide part of it).
-        let old = run(4, 819, 2);
-        let new = run(4, 1024, 2);
-        assert!(old < 0.85 * new, "conn_beta 819: {old:.1} Mbit/s");
-    })
+    let one = run(1, 1024, 1);
+    assert!(one > 0.85 * 20.0, "one link: {one:.1} Mbit/s");
+    let mut sum = 0.0;
+    for seed in 1..4 {
+        let four = run(4, 1024, seed);
+        // Seed 1 leaves one link without a path (an ECMP collision).
+        assert!(four > 2.8 * one, "seed {seed}: {four:.1} Mbit/s");
+        sum += four;
+    }
+    assert!(sum / 3.0 > 3.3 * one, "mean {:.1} Mbit/s", sum / 3.0);
+    // The old default (a fifth of the connection window per path mark)
+    // held the same connection well below that (48.1 against 73.8 Mbit/s
+    // with 512-packet pace epochs, 56.1 with 256: moves hide part of it).
+    let old = run(4, 819, 2);
+    let new = run(4, 1024, 2);
+    assert!(old < 0.85 * new, "conn_beta 819: {old:.1} Mbit/s");
 }
 
 // spec: MR-PATH-14, MR-CC-16
 #[test]
 fn paths_move_off_crowded_links() {
-    with_stack(|| {
-        // Long enough runs for the moves: 48 MiB, about 6 s on 4 links.
-        let one = run_mib(1, 1024, 1, 48);
-        let mut sum = 0.0;
-        for seed in 1..9 {
-            let four = run_mib(4, 1024, seed, 48);
-            // Seeds 1 and 8 start with a link without a path (3 links' worth,
-            // 3.0 times one link) and stay there without the moves: 3.19 and
-            // 3.4 times one link with 512-packet pace epochs, 3.55 and 3.69
-            // with 256; moves must never cost more than they win.
-            assert!(four > 3.5 * one, "seed {seed}: {four:.1} Mbit/s");
-            sum += four;
-        }
-        // 3.73 without the moves ([MR-PATH-14]), 3.82 with 512-packet pace
-        // epochs, 3.90 with 256.
-        assert!(
-            sum / 8.0 > 3.85 * one,
-            "mean {:.2} times one link",
-            sum / 8.0 / one
-        );
-    })
+    // Long enough runs for the moves: 48 MiB, about 6 s on 4 links.
+    let one = run_mib(1, 1024, 1, 48);
+    let mut sum = 0.0;
+    for seed in 1..9 {
+        let four = run_mib(4, 1024, seed, 48);
+        // Seeds 1 and 8 start with a link without a path (3 links' worth,
+        // 3.0 times one link) and stay there without the moves: 3.19 and
+        // 3.4 times one link with 512-packet pace epochs, 3.55 and 3.69
+        // with 256; moves must never cost more than they win.
+        assert!(four > 3.5 * one, "seed {seed}: {four:.1} Mbit/s");
+        sum += four;
+    }
+    // 3.73 without the moves ([MR-PATH-14]), 3.82 with 512-packet pace
+    // epochs, 3.90 with 256.
+    assert!(
+        sum / 8.0 > 3.85 * one,
+        "mean {:.2} times one link",
+        sum / 8.0 / one
+    );
 }
 
 /// Goodput in Mbit/s and Jain's index of `n` senders' 4 MiB of WRITEs each into
@@ -164,19 +159,17 @@ fn incast(n: usize, hints: bool, seed: u64) -> (f64, f64) {
 // spec: MR-CC-3, MR-CC-11, MR-CC-12
 #[test]
 fn incast_fills_one_marking_link() {
-    with_stack(|| {
-        // The VM's incast cells: 4 and 8 senders of 8 paths each into one
-        // 20 Mbit/s link with a marking queue, hints on and off. The core
-        // fills the link (18.4 Mbit/s of payload, 92%; every packet marked, no
-        // drop) and shares it evenly either way (the hint, 4.75 Mbit/s at 4:1,
-        // is above what ECN leaves each sender): the 40-50% of the link the VM
-        // measured (2026-12-04) is not the protocol's.
-        for n in [4, 8] {
-            for hints in [true, false] {
-                let (mbps, jain) = incast(n, hints, 1);
-                assert!(mbps > 0.9 * 20.0, "{n}:1 hints {hints}: {mbps:.1} Mbit/s");
-                assert!(jain > 0.95, "{n}:1 hints {hints}: Jain {jain:.3}");
-            }
+    // The VM's incast cells: 4 and 8 senders of 8 paths each into one
+    // 20 Mbit/s link with a marking queue, hints on and off. The core
+    // fills the link (18.4 Mbit/s of payload, 92%; every packet marked, no
+    // drop) and shares it evenly either way (the hint, 4.75 Mbit/s at 4:1,
+    // is above what ECN leaves each sender): the 40-50% of the link the VM
+    // measured (2026-12-04) is not the protocol's.
+    for n in [4, 8] {
+        for hints in [true, false] {
+            let (mbps, jain) = incast(n, hints, 1);
+            assert!(mbps > 0.9 * 20.0, "{n}:1 hints {hints}: {mbps:.1} Mbit/s");
+            assert!(jain > 0.95, "{n}:1 hints {hints}: Jain {jain:.3}");
         }
-    })
+    }
 }

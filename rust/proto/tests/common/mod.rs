@@ -425,14 +425,3 @@ pub fn wr(wr_id: u64, opcode: metaroce_proto::Opcode, len: u32) -> WorkRequest {
 pub fn ok(c: &Completion) -> bool {
     c.status == WcStatus::Success
 }
-
-/// Runs `f` on a thread of its own. Connections are built in place (boxed), so no
-/// test needs a large stack any more (they once did: by-value construction copied a
-/// few hundred KiB several times in unoptimized builds).
-pub fn big_stack<F: FnOnce() + Send + 'static>(f: F) {
-    std::thread::Builder::new()
-        .spawn(f)
-        .unwrap()
-        .join()
-        .unwrap();
-}

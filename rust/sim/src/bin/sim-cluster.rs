@@ -16,7 +16,6 @@ use metaroce_sim::cluster::{multiplane_network, run, ClusterResult, Pattern};
 use metaroce_sim::dcqcn::DcqcnConfig;
 use metaroce_sim::gbn::GbnConfig;
 use metaroce_sim::scenario::{Transport, GBPS_100};
-use metaroce_sim::with_stack;
 
 struct Opts {
     hosts: usize,
@@ -76,9 +75,9 @@ fn cell(r: &ClusterResult, wall: f64) -> String {
     )
 }
 
-fn timed(f: impl FnOnce() -> ClusterResult + Send + 'static) -> (ClusterResult, f64) {
+fn timed(f: impl FnOnce() -> ClusterResult) -> (ClusterResult, f64) {
     let t = Instant::now();
-    let r = with_stack(f);
+    let r = f();
     (r, t.elapsed().as_secs_f64())
 }
 
