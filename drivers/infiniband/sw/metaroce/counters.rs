@@ -151,8 +151,8 @@ pub(crate) struct EngineCounters {
 /// data packets sent, retransmitted, retransmission timeouts, of those the spurious
 /// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped
 /// and of those the ones out of a path's window and for no QP, datagrams the inbox
-/// dropped, runs of the connections' serialized context.
-pub(crate) const TRANSPORT_COUNTERS: usize = 13;
+/// dropped, runs of the connections' serialized context, PATH_FLOORs sent.
+pub(crate) const TRANSPORT_COUNTERS: usize = 14;
 
 pub(crate) fn transport_values(
     s: &Stats,
@@ -173,6 +173,7 @@ pub(crate) fn transport_values(
         s.rx_wrong_conn,
         inbox_drops,
         runs,
+        s.tx_floors,
     ]
 }
 
@@ -390,6 +391,7 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"rx_wrong_conn", Transport(10)),
     (c"rx_inbox_full", Transport(11)),
     (c"conn_runs", Transport(12)),
+    (c"tx_floors", Transport(13)),
     // Per namespace: shared by the devices of the device's namespace.
     (c"ns_rx_no_device", Port(|s| s.ns.rx_unclaimed)),
     (c"ns_rx_malformed", Port(|s| s.ns.rx_malformed)),

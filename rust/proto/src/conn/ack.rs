@@ -132,6 +132,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // never beyond what was sent.
         if seq_diff(b.cum_psn, p.peer_cum) > 0 && seq_diff(b.cum_psn, next) <= 0 {
             p.peer_cum = b.cum_psn;
+            // The last floor was answered: the next may go at once.
+            if seq_diff(p.peer_cum, p.floor_value) >= 0 {
+                p.floor_sent_at = None;
+            }
         }
         // ECN echo: count new CE marks (tolerating reordered ACKs).
         let ce = b.ce_count.wrapping_sub(p.ce_echo) as i16;

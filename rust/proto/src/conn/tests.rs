@@ -456,6 +456,45 @@ fn path_floor_clears_abandoned_holes() {
     assert!(!n.c[0].paths[0].floor_needed());
 }
 
+// spec: MR-PATH-10
+#[test]
+fn unanswered_path_floor_waits_a_base_rto() {
+    let (mut n, qp) = Net::with_qp(1);
+    let cfg = *n.c[0].config();
+    // A base RTO far above this test's round trips (none).
+    n.c[0].set_retransmission(cfg.retry_limit, 20_000_000, 10_000_000);
+    n.c[0].post_send(qp, write(1, 8 * 1024, 5)).unwrap();
+    let pkts = n.out(0);
+    n.deliver(1, &pkts[1..]);
+    let acks = n.out(1);
+    n.deliver(0, &acks);
+    let first = n.out(0);
+    assert_eq!(n.c[0].stats().tx_floors, 1);
+    // The floor and the retransmission wait in a queue longer than the SRTT:
+    // nothing answers. Floors are not congestion controlled; one per SRTT
+    // (on 2026-12-05, one per poll here) fed the queue that delayed them,
+    // until 8 senders' floors overflowed a 10,240-packet fq_codel (the VM's
+    // incast 8:1, tools/bench-fabric). The next waits a base RTO.
+    let rto = n.c[0].base_rto(0);
+    assert!(rto >= 10_000_000);
+    let start = n.now;
+    while n.now.add_nanos(100_000) < start.add_nanos(rto) {
+        n.now = n.now.add_nanos(100_000);
+        assert!(n.out(0).is_empty());
+    }
+    assert_eq!(n.c[0].stats().tx_floors, 1);
+    n.now = start.add_nanos(rto);
+    let again = n.out(0);
+    assert_eq!(n.c[0].stats().tx_floors, 2);
+    // Answered, the path needs no more floors and the write completes.
+    n.deliver(1, &first);
+    n.deliver(1, &again);
+    n.settle();
+    assert!(!n.c[0].paths[0].floor_needed());
+    assert_eq!(n.c[0].stats().tx_floors, 2);
+    assert_eq!(n.completions(0)[0].status, WcStatus::Success);
+}
+
 // spec: MR-PATH-10, MR-PATH-11, MR-SACK-19
 #[test]
 fn sender_far_beyond_receiver_window_recovers() {

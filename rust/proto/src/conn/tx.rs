@@ -168,21 +168,24 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     /// A `PATH_FLOOR` for the first path whose receiver is stuck below PSNs
-    /// this side has resolved, at most once per SRTT per path. It goes out on
-    /// another path than the one it describes (that one may be dead).
+    /// this side has resolved: once the previous one was answered, or a base
+    /// RTO after it. It goes out on another path than the one it describes
+    /// (that one may be dead).
     //= Documentation/metaroce/spec.rst#path-floor
     fn emit_floor(&mut self, now: Instant, buf: &mut [u8]) -> Option<Transmit> {
         if self.state != ConnState::Open || self.peer_conn == 0 {
             return None;
         }
         let n = usize::from(self.cfg.paths).max(1);
-        // A retired path has no RTT sample yet: use the connection's.
-        let conn_srtt = self.conn_rtt.srtt_or(self.cfg.rto_initial_ns);
+        // Floors are not congestion controlled: one per SRTT per path, behind a
+        // queue that outgrew the SRTT, fed that queue. An unanswered floor is
+        // sent again after a base RTO, which follows the queue (late packets
+        // are RTT samples).
         let i = (0..n).find(|&i| {
             self.paths.get(i).is_some_and(|p| {
                 p.floor_needed()
                     && p.floor_sent_at
-                        .is_none_or(|t| now.nanos_since(t) >= p.rtt.srtt_or(conn_srtt))
+                        .is_none_or(|t| now.nanos_since(t) >= self.base_rto(i))
             })
         })?;
         // Another path, preferably one without timeouts (several paths can
@@ -209,6 +212,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let step = p.peer_cum.wrapping_add(PSN_ACCEPT_WINDOW.wrapping_sub(1));
         let una = p.inflight.una();
         let value = if seq_diff(una, step) > 0 { step } else { una };
+        p.floor_value = value;
         let control = Control {
             code: ControlCode::PathFloor,
             path: i as u8,

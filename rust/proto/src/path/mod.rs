@@ -81,8 +81,11 @@ pub(crate) struct TxPath {
     pub(crate) reorder_threshold: u32,
     /// The latest cumulative PSN the peer reported for this path.
     pub(crate) peer_cum: u32,
-    /// When the last `PATH_FLOOR` for this path was sent.
+    /// When the last `PATH_FLOOR` for this path was sent, until the peer's
+    /// cumulative PSN reaches its value (the floor was answered).
     pub(crate) floor_sent_at: Option<Instant>,
+    /// The value of the last `PATH_FLOOR` for this path.
+    pub(crate) floor_value: u32,
     pub(crate) stats: PathStats,
     pub(crate) health: Health,
 }
@@ -104,6 +107,7 @@ impl TxPath {
             reorder_threshold: 1,
             peer_cum: first_psn,
             floor_sent_at: None,
+            floor_value: first_psn,
             stats: PathStats::default(),
             health: Health::default(),
         })
@@ -124,6 +128,7 @@ impl TxPath {
         self.reorder_threshold = reorder_threshold;
         self.peer_cum = first_psn;
         self.floor_sent_at = None;
+        self.floor_value = first_psn;
         self.stats = PathStats::default();
         self.health = Health::default();
     }
