@@ -31,7 +31,7 @@ pub(crate) const ACK_DELAY_NS: u64 = 2_000_000;
 /// The retransmission timer from the verbs "local ACK timeout" (`4.096 us << timeout`,
 /// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
 /// adaptive RTO never goes below a quarter of it (perftest's 14 gives 67 ms and
-/// 16.8 ms). A software transport's queues grow by milliseconds within one round trip
+/// 16.8 ms); the core lets the backoff grow to 8 times it. A software transport's queues grow by milliseconds within one round trip
 /// when a window opens (more so in an emulated VM), faster than the RTT estimate
 /// follows: a shorter floor retransmitted up to 9% of the data of a 64 KiB
 /// `ib_write_bw` spuriously. Losses are recovered from SACK well before that.
@@ -92,7 +92,6 @@ pub(crate) fn config(id: u32, mtu: u32, attrs: &QpAttributes) -> Config {
     cfg.retry_limit = limit.max(7);
     cfg.rto_initial_ns = initial;
     cfg.rto_min_ns = min;
-    cfg.rto_max_ns = cfg.rto_max_ns.max(initial);
     cfg.rnr_retry = 7;
     cfg.ack_every = ACK_EVERY;
     cfg.ack_delay_ns = ACK_DELAY_NS;

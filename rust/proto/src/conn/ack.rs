@@ -118,6 +118,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             };
             p.rtt.update(sample);
             self.conn_rtt.update(sample);
+            p.acked_sent_at = Some(p.acked_sent_at.map_or(s.sent_at, |t| t.max(s.sent_at)));
             p.stats.acked = p.stats.acked.saturating_add(1);
             p.consecutive_rto = 0;
             p.backoff = 0;
@@ -225,6 +226,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let Some(s) = p.inflight.release_lost(psn) else {
             return false;
         };
+        // An RTT sample all the same: every transmission has its own PSN, so
+        // it is not ambiguous (RFC 6298's Karn rule is TCP's, whose segments
+        // share sequence numbers), and it is the one that says the RTO is too
+        // short for the queue the packets wait in.
+        //= Documentation/metaroce/spec.rst#rto
+        *newest = Some(s);
         // The peer and the path are alive: timeouts since were not a dead peer's
         // ([MR-RTX-14]).
         p.consecutive_rto = 0;

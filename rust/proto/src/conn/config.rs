@@ -6,6 +6,8 @@ use crate::cc::AimdConfig;
 use crate::constants::{MAX_DATA_HEADER_LEN, MAX_PATHS};
 use crate::timer::Instant;
 
+/// `rto_max` is at least this many times `rto_initial` ([`Config::rto_max_floor`]).
+pub(crate) const RTO_MAX_PER_INITIAL: u64 = 8;
 /// The largest [`Config::path_burst`].
 pub const MAX_PATH_BURST: u32 = 64;
 
@@ -112,7 +114,7 @@ impl Config {
             .mtu
             .clamp(64, u32::from(u16::MAX) - MAX_DATA_HEADER_LEN as u32);
         self.rto_min_ns = self.rto_min_ns.max(1_000);
-        self.rto_max_ns = self.rto_max_ns.max(self.rto_min_ns);
+        self.rto_max_ns = self.rto_max_floor();
         self.rnr_timer = self.rnr_timer.max(1);
         self.reorder_threshold = self.reorder_threshold.max(1);
         self.path_retire_rtos = self.path_retire_rtos.max(1);
@@ -135,6 +137,17 @@ impl Config {
     //= Documentation/metaroce/spec.rst#sack
     pub fn ack_hold_ns(&self) -> u64 {
         self.ack_delay_ns.min(self.rto_min_ns / 4)
+    }
+
+    /// `rto_max`, raised to `rto_min` and to 8 times `rto_initial`: behind a queue
+    /// longer than the initial timeout every packet times out and is sent again
+    /// into it, and only a backoff that can outgrow that queue gets an RTT sample
+    /// again ([MR-RTX-5]).
+    //= Documentation/metaroce/spec.rst#rto
+    pub(crate) fn rto_max_floor(&self) -> u64 {
+        self.rto_max_ns
+            .max(self.rto_min_ns)
+            .max(self.rto_initial_ns.saturating_mul(RTO_MAX_PER_INITIAL))
     }
 
     /// Whether a run of `count` losses (timeouts, or detections for one QP)

@@ -581,11 +581,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.cfg.retry_limit = retry_limit;
         self.cfg.rto_initial_ns = rto_initial_ns;
         self.cfg.rto_min_ns = rto_min_ns.max(1_000);
-        self.cfg.rto_max_ns = self
-            .cfg
-            .rto_max_ns
-            .max(self.cfg.rto_min_ns)
-            .max(rto_initial_ns);
+        self.cfg.rto_max_ns = self.cfg.rto_max_floor();
     }
 
     /// Sets how often a QP's requests may be found lost in a row before the QP
@@ -825,8 +821,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let (mut psn, end) = p.inflight.range();
         p.timeout_end = Some(end);
         self.loss_detections = self.loss_detections.wrapping_add(1);
+        let mut oldest = None;
         while psn != end {
             if let Some(s) = p.inflight.mark_lost(psn) {
+                oldest.get_or_insert(s.sent_at);
                 self.qps
                     .request_lost(&s, self.loss_detections, now, &self.cfg);
             }
@@ -844,7 +842,18 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);
         if retire {
+            let backoff = p.backoff;
             self.retire_path(i, true);
+            // Timeouts on every path are the queue they share, or the peer: a
+            // new port is no faster, and the backoff must go on growing until
+            // the RTO exceeds that delay. Reset to the base RTO, every packet
+            // behind a queue longer than it timed out, was sent again into
+            // it, and no path ever got an RTT sample (the VM's incast 8:1).
+            if !self.failure_is_the_paths(i, oldest) {
+                if let Some(p) = self.paths.get_mut(i) {
+                    p.backoff = backoff;
+                }
+            }
         }
         if self.consecutive_rto == 0 {
             self.rto_run_since = now;
@@ -861,6 +870,19 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         {
             self.fail_all(WcStatus::RetryExcErr);
         }
+    }
+
+    /// Whether path `i`'s timeouts are its own: another path had a packet
+    /// acknowledged that was sent at or after `oldest`, the oldest packet the
+    /// timeout declared lost ([MR-PATH-9]). Always with one path.
+    fn failure_is_the_paths(&self, i: usize, oldest: Option<Instant>) -> bool {
+        let n = usize::from(self.cfg.paths);
+        let Some(oldest) = oldest.filter(|_| n > 1) else {
+            return true;
+        };
+        (0..n)
+            .zip(self.paths.iter())
+            .any(|(j, p)| j != i && p.acked_sent_at.is_some_and(|t| t >= oldest))
     }
 
     /// Path `pi`'s base RTO ([MR-RTX-4]): from its own RTT samples; before its first,

@@ -360,13 +360,16 @@ fn retirement_resets_backoff_and_reorder_threshold() {
         n.c[0].cfg.reorder_threshold
     );
     n.c[0].paths[0].reorder_threshold = MAX_REORDER_THRESHOLD;
-    n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
-    let _lost = n.out(0);
+    n.c[0].post_send(qp, write(1, 64 * 1024, 5)).unwrap();
+    // Path 0's route is dead; path 1 delivers.
     let mut us = 0;
     while n.c[0].paths[0].stats.retired == 0 {
         us += 100;
         n.at(us);
-        let _ = n.out(0);
+        let alive: Vec<_> = n.out(0).into_iter().filter(|p| hdr(p).path != 0).collect();
+        n.deliver(1, &alive);
+        let acks = n.out(1);
+        n.deliver(0, &acks);
         assert!(us < 1_000_000);
     }
     assert_eq!(n.c[0].paths[0].backoff, 0);
@@ -375,6 +378,26 @@ fn retirement_resets_backoff_and_reorder_threshold() {
         n.c[0].paths[0].reorder_threshold,
         n.c[0].cfg.reorder_threshold
     );
+}
+
+// spec: MR-PATH-9, MR-PATH-5
+#[test]
+fn retirement_keeps_the_backoff_when_every_path_times_out() {
+    let (mut n, qp) = Net::with_qp(2);
+    n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
+    // Nothing is acknowledged on any path: a queue every path shares, or the
+    // peer, is slow. The path moves to a new port ([MR-PATH-5]), but its RTO
+    // keeps doubling until it exceeds that delay.
+    let _lost = n.out(0);
+    let mut us = 0;
+    while n.c[0].paths[0].stats.retired < 2 {
+        us += 100;
+        n.at(us);
+        let _ = n.out(0);
+        assert!(us < 1_000_000);
+    }
+    assert_eq!(n.c[0].paths[0].consecutive_rto, 0);
+    assert_eq!(n.c[0].paths[0].backoff, 4);
 }
 
 // spec: MR-PATH-5, MR-PATH-7
@@ -842,6 +865,38 @@ fn pacing_gain_scales_the_window_rate() {
     assert_eq!(Config::new(1).pacing_gain, crate::conn::DEFAULT_PACING_GAIN);
 }
 
+// spec: MR-CC-10, MR-CC-11
+#[test]
+fn late_runs_keep_the_hinted_rate() {
+    let mut cfg = Config::new(0x11);
+    cfg.paths = 1;
+    cfg.mtu = 1024;
+    cfg.peer_conn_id = 0x22;
+    let mut c = fresh(cfg, 3);
+    // A hint of 1000-byte packets every millisecond, and a sender whose every
+    // run comes 600 us after the pacing clock asked for it (software timers).
+    c.peer_hint_bps = 1_000_000;
+    let start = c.next_send_at;
+    let mut now = start;
+    let (mut sent, mut burst) = (0u64, 0u64);
+    while now.nanos_since(start) < 1_000_000_000 {
+        let mut run = 0;
+        while now >= c.next_send_at {
+            c.pace(now, 1000);
+            run += 1;
+        }
+        sent += run;
+        burst = burst.max(run);
+        now = c.next_send_at.add_nanos(600_000);
+    }
+    // With a lag of `pacing_burst` (20 us) alone: 625 packets, one per 1.6 ms.
+    assert!(
+        (995..=1002).contains(&sent),
+        "{sent} packets in 1 s at 1000/s"
+    );
+    assert!(burst <= 3, "bursts of {burst} packets");
+}
+
 // spec: MR-SACK-10
 #[test]
 fn ack_delay_counts_from_the_newest_packet() {
@@ -979,6 +1034,48 @@ fn late_acks_give_back_the_retry_budget() {
     assert_eq!(n.c[0].stats().timeouts, 4);
     assert_eq!(n.c[0].stats().spurious_timeouts, 4);
     assert_eq!(n.c[0].stats().tx_retransmits, 0);
+}
+
+// spec: MR-RTX-12, MR-RTX-3
+#[test]
+fn a_late_packet_is_an_rtt_sample() {
+    let (mut n, qp) = Net::with_qp(1);
+    n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
+    let pkts = n.out(0);
+    let sent = n.now;
+    // The packet waits in a queue past its timer; its ACK comes before its
+    // data is sent again.
+    n.now = n.c[0].poll_timeout().unwrap();
+    n.c[0].handle_timeout(n.now);
+    n.now = n.now.add_nanos(5_000_000);
+    n.deliver(1, &pkts);
+    n.now = n.now.add_nanos(n.c[1].cfg.ack_delay_ns);
+    n.c[1].handle_timeout(n.now);
+    let acks = n.out(1);
+    n.deliver(0, &acks);
+    let rtt = &n.c[0].paths[0].rtt;
+    assert!(rtt.has_sample(), "the late packet's RTT is a sample");
+    assert_eq!(
+        rtt.srtt_or(0),
+        n.now.nanos_since(sent) - n.c[1].cfg.ack_delay_ns
+    );
+    assert!(n.c[0].base_rto(0) > rtt.srtt_or(0));
+}
+
+// spec: MR-RTX-5
+#[test]
+fn rto_max_lets_the_backoff_outgrow_the_initial_timeout() {
+    let mut cfg = Config::new(1);
+    cfg.rto_initial_ns = 67_000_000;
+    assert_eq!(cfg.sanitized().rto_max_ns, 8 * 67_000_000);
+    let (mut n, _) = Net::with_qp(1);
+    n.c[0].set_retransmission(7, 67_000_000, 16_000_000);
+    assert_eq!(n.c[0].config().rto_max_ns, 8 * 67_000_000);
+    // Below 8 initial timeouts, the configured ceiling stands.
+    assert_eq!(
+        Config::new(1).sanitized().rto_max_ns,
+        Config::new(1).rto_max_ns
+    );
 }
 
 // spec: MR-RTX-13

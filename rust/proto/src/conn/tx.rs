@@ -380,7 +380,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             return;
         }
         let interval = u64::from(bytes).saturating_mul(1_000_000_000) / rate;
-        let floor = Instant::from_nanos(now.as_nanos().saturating_sub(self.cfg.pacing_burst_ns));
+        // The clock may lag by two packets' time, not only `pacing_burst`: at a
+        // low rate (a hint's share) a run that came late sends the packets it
+        // missed, or every late timer would lose rate for good (an incast's 4
+        // senders got 62% of their hints in the VM, whose timers run late).
+        let lag = self.cfg.pacing_burst_ns.max(interval.saturating_mul(2));
+        let floor = Instant::from_nanos(now.as_nanos().saturating_sub(lag));
         let base = if self.next_send_at < floor {
             floor
         } else {
