@@ -846,10 +846,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.retire_path(i, true);
             // Timeouts on every path are the queue they share, or the peer: a
             // new port is no faster, and the backoff must go on growing until
-            // the RTO exceeds that delay. Reset to the base RTO, every packet
-            // behind a queue longer than it timed out, was sent again into
-            // it, and no path ever got an RTT sample (the VM's incast 8:1).
-            if !self.failure_is_the_paths(i, oldest) {
+            // the RTO exceeds that delay. With it reset, every packet behind a
+            // queue longer than the base RTO timed out, went into that queue
+            // again, and no path got an RTT sample (the VM's incast 8:1).
+            if !self.path_failed_alone(i, oldest) {
                 if let Some(p) = self.paths.get_mut(i) {
                     p.backoff = backoff;
                 }
@@ -875,7 +875,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     /// Whether path `i`'s timeouts are its own: another path had a packet
     /// acknowledged that was sent at or after `oldest`, the oldest packet the
     /// timeout declared lost ([MR-PATH-9]). Always with one path.
-    fn failure_is_the_paths(&self, i: usize, oldest: Option<Instant>) -> bool {
+    fn path_failed_alone(&self, i: usize, oldest: Option<Instant>) -> bool {
         let n = usize::from(self.cfg.paths);
         let Some(oldest) = oldest.filter(|_| n > 1) else {
             return true;
