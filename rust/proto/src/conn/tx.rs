@@ -380,16 +380,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             return;
         }
         let interval = u64::from(bytes).saturating_mul(1_000_000_000) / rate;
-        // The clock may lag by two packets' time, not only `pacing_burst`: at a
-        // low rate (a hint's share) a run that came late sends the packets it
-        // missed, or every late timer would lose rate for good (an incast's 4
-        // senders got 62% of their hints in the VM, whose timers run late).
-        let lag = self.cfg.pacing_burst_ns.max(interval.saturating_mul(2));
-        let floor = Instant::from_nanos(now.as_nanos().saturating_sub(lag));
-        let base = if self.next_send_at < floor {
-            floor
-        } else {
+        // A clock up to two packets' time behind is a run that came late: it
+        // keeps its schedule and sends the packets it missed, or at a low rate
+        // (a hint's share) every late timer would lose rate for good (an
+        // incast's 4 senders got 62% of their hints in the VM, whose timers run
+        // late). A clock further behind was idle: `pacing_burst` of credit.
+        let behind = now.as_nanos().saturating_sub(self.next_send_at.as_nanos());
+        let base = if behind <= interval.saturating_mul(2).max(self.cfg.pacing_burst_ns) {
             self.next_send_at
+        } else {
+            Instant::from_nanos(now.as_nanos().saturating_sub(self.cfg.pacing_burst_ns))
         };
         self.next_send_at = base.add_nanos(interval);
     }
