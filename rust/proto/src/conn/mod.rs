@@ -843,17 +843,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);
         if retire {
             let backoff = p.backoff;
-            let (alone, dead_port) = (self.path_failed_alone(i, oldest), self.dead_port);
             self.retire_path(i, true);
             // Timeouts on every path are the queue they share, or the peer: a
             // new port is no faster, and the backoff must go on growing until
             // the RTO exceeds that delay. With it reset, every packet behind a
             // queue longer than the base RTO timed out, went into that queue
-            // again, and no path got an RTT sample (the VM's incast 8:1). Nor
-            // is the old port dead: the one that is stays the one to try
-            // again ([MR-PATH-13]).
-            if !alone {
-                self.dead_port = dead_port;
+            // again, and no path got an RTT sample (the VM's incast 8:1).
+            if !self.path_failed_alone(i, oldest) {
                 if let Some(p) = self.paths.get_mut(i) {
                     p.backoff = backoff;
                 }

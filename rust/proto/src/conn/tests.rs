@@ -398,8 +398,6 @@ fn retirement_keeps_the_backoff_when_every_path_times_out() {
     }
     assert_eq!(n.c[0].paths[0].consecutive_rto, 0);
     assert_eq!(n.c[0].paths[0].backoff, 4);
-    // Nor is the old port dead: none is remembered to try again ([MR-PATH-13]).
-    assert_eq!(n.c[0].dead_port.port, 0);
 }
 
 // spec: MR-PATH-5, MR-PATH-7
