@@ -118,7 +118,6 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             };
             p.rtt.update(sample);
             self.conn_rtt.update(sample);
-            p.acked_sent_at = Some(p.acked_sent_at.map_or(s.sent_at, |t| t.max(s.sent_at)));
             p.stats.acked = p.stats.acked.saturating_add(1);
             p.consecutive_rto = 0;
             p.backoff = 0;

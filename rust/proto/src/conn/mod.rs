@@ -821,10 +821,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let (mut psn, end) = p.inflight.range();
         p.timeout_end = Some(end);
         self.loss_detections = self.loss_detections.wrapping_add(1);
-        let mut oldest = None;
         while psn != end {
             if let Some(s) = p.inflight.mark_lost(psn) {
-                oldest.get_or_insert(s.sent_at);
                 self.qps
                     .request_lost(&s, self.loss_detections, now, &self.cfg);
             }
@@ -842,18 +840,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.stats.timeouts = self.stats.timeouts.saturating_add(1);
         self.cc.on_congestion(i, Signal::Timeout, srtt, now);
         if retire {
-            let backoff = p.backoff;
             self.retire_path(i, true);
-            // Timeouts on every path are the queue they share, or the peer: a
-            // new port is no faster, and the backoff must go on growing until
-            // the RTO exceeds that delay. With it reset, every packet behind a
-            // queue longer than the base RTO timed out, went into that queue
-            // again, and no path got an RTT sample (the VM's incast 8:1).
-            if !self.path_failed_alone(i, oldest) {
-                if let Some(p) = self.paths.get_mut(i) {
-                    p.backoff = backoff;
-                }
-            }
         }
         if self.consecutive_rto == 0 {
             self.rto_run_since = now;
@@ -870,19 +857,6 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         {
             self.fail_all(WcStatus::RetryExcErr);
         }
-    }
-
-    /// Whether path `i`'s timeouts are its own: another path had a packet
-    /// acknowledged that was sent at or after `oldest`, the oldest packet the
-    /// timeout declared lost ([MR-PATH-9]). Always with one path.
-    fn path_failed_alone(&self, i: usize, oldest: Option<Instant>) -> bool {
-        let n = usize::from(self.cfg.paths);
-        let Some(oldest) = oldest.filter(|_| n > 1) else {
-            return true;
-        };
-        (0..n)
-            .zip(self.paths.iter())
-            .any(|(j, p)| j != i && p.acked_sent_at.is_some_and(|t| t >= oldest))
     }
 
     /// Path `pi`'s base RTO ([MR-RTX-4]): from its own RTT samples; before its first,

@@ -380,26 +380,6 @@ fn retirement_resets_backoff_and_reorder_threshold() {
     );
 }
 
-// spec: MR-PATH-9, MR-PATH-5
-#[test]
-fn retirement_keeps_the_backoff_when_every_path_times_out() {
-    let (mut n, qp) = Net::with_qp(2);
-    n.c[0].post_send(qp, write(1, 4096, 5)).unwrap();
-    // Nothing is acknowledged on any path: a queue every path shares, or the
-    // peer, is slow. The path moves to a new port ([MR-PATH-5]), but its RTO
-    // keeps doubling until it exceeds that delay.
-    let _lost = n.out(0);
-    let mut us = 0;
-    while n.c[0].paths[0].stats.retired < 2 {
-        us += 100;
-        n.at(us);
-        let _ = n.out(0);
-        assert!(us < 1_000_000);
-    }
-    assert_eq!(n.c[0].paths[0].consecutive_rto, 0);
-    assert_eq!(n.c[0].paths[0].backoff, 4);
-}
-
 // spec: MR-PATH-5, MR-PATH-7
 #[test]
 fn path_view_follows_timeouts_retirement_and_recovery() {

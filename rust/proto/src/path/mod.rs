@@ -86,9 +86,6 @@ pub(crate) struct TxPath {
     pub(crate) floor_sent_at: Option<Instant>,
     /// The value of the last `PATH_FLOOR` for this path.
     pub(crate) floor_value: u32,
-    /// When the newest packet acknowledged on this path was sent, on any of
-    /// its ports.
-    pub(crate) acked_sent_at: Option<Instant>,
     pub(crate) stats: PathStats,
     pub(crate) health: Health,
 }
@@ -111,7 +108,6 @@ impl TxPath {
             peer_cum: first_psn,
             floor_sent_at: None,
             floor_value: first_psn,
-            acked_sent_at: None,
             stats: PathStats::default(),
             health: Health::default(),
         })
@@ -133,7 +129,6 @@ impl TxPath {
         self.peer_cum = first_psn;
         self.floor_sent_at = None;
         self.floor_value = first_psn;
-        self.acked_sent_at = None;
         self.stats = PathStats::default();
         self.health = Health::default();
     }
