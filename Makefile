@@ -8,6 +8,9 @@
 #   make check      everything: core tests, module build, VM selftests
 #   make check-sanitize  the VM selftests on the sanitizer kernel (KASAN, UBSAN, KFENCE;
 #                   built once; longer than CI's budget, so not part of make check)
+#   make soak       30 minutes of mixed RC, rdma_cm and UD traffic at 1% loss with
+#                   reordering on the sanitizer kernel, every checked byte checked
+#                   (tools/soak; SOAK_SECONDS, SOAK_KERNEL=test)
 #   make fmt        format every Rust file as the kernel does (rustfmt.toml)
 #   make sim        the deterministic simulator's results table
 #   make sim-cluster   multiplane fabrics: MetaRoCE and RoCEv2 against the ideal
@@ -29,7 +32,7 @@ CACHE_VARS := $(shell bash -c '. scripts/lib.sh; echo "$${KBUILD_VARS[*]}"')
 KDIR ?=
 KDIR_CMD = $(if $(KDIR),echo $(KDIR),scripts/build-kernel.sh)
 
-.PHONY: all modules setup kernel demo check check-sanitize test-core test-vm sim sim-cluster bench bench-fabric vm clean install dkms fmt compliance
+.PHONY: all modules setup kernel demo check check-sanitize soak test-core test-vm sim sim-cluster bench bench-fabric vm clean install dkms fmt compliance
 all: modules
 
 setup:
@@ -72,6 +75,9 @@ compliance: setup
 
 check-sanitize: setup
 	@selftests/run.sh --sanitize
+
+soak: setup
+	@tools/soak
 
 fmt: setup
 	@scripts/check-format.sh --fix

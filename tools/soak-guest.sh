@@ -1,0 +1,120 @@
+#!/bin/bash
+# SPDX-License-Identifier: GPL-2.0
+#
+# Runs INSIDE the test VM (see tools/soak): mixed traffic between mroce0 (in $NSA) and
+# mroce1 (in $NSB) over a veth pair with netem loss and reordering on both ends, for
+# SOAK_SECONDS (default 1800), every checked byte checked:
+#   - RC, byte-exact: rc_integrity.py (WRITE, WRITE_WITH_IMM, READ, SEND, SEND_WITH_IMM
+#     in both directions, random offsets and lengths, every byte of both MRs compared
+#     with a shadow copy; then chains of atomics checked for exactly-once execution),
+#     one run after another with a new seed each;
+#   - rdma_cm: rping with -V (each ping's data validated), 500 pings of 1 KiB a run;
+#   - UD and RC load: ib_send_bw -c UD and ib_write_bw -q 2 (perftest; counted, not
+#     checked: UD may lose datagrams by definition).
+# Prints one line per loop (runs, failures, what was checked) and the kernel's slab
+# memory before the devices were created and after they were removed; exits 1 if any
+# run failed. SOAK_NETEM overrides the impairment (default "delay 1ms reorder 10% 50%
+# loss 1%").
+
+. "$(dirname "$0")/../selftests/lib.sh"
+
+D=${SOAK_SECONDS:-1800}
+NETEM=${SOAK_NETEM:-delay 1ms reorder 10% 50% loss 1%}
+HERE=$(cd "$(dirname "$0")/.." && pwd)
+LOG=$(mktemp -d /tmp/soak.XXXXXX)
+IPA=198.18.0.1
+trap 'pkill -x rping; pkill -x ib_send_bw; pkill -x ib_write_bw; cleanup_devices_and_ns; rm -rf "$LOG"' EXIT
+
+# slab_kib: the kernel's slab memory (reclaimable and not) in KiB, after a settle.
+slab_kib() {
+	sync
+	echo 2 > /proc/sys/vm/drop_caches
+	awk '/^Slab:/ { print $2 }' /proc/meminfo
+}
+
+load_metaroce || { echo "soak: cannot load metaroce"; exit 1; }
+slab0=$(slab_kib)
+setup_pair metaroce || { echo "soak: cannot set up the device pair"; exit 1; }
+# shellcheck disable=SC2086 # NETEM is netem's arguments
+tc -n "$NSA" qdisc add dev vethA root netem $NETEM &&
+	tc -n "$NSB" qdisc add dev vethB root netem $NETEM || { echo "soak: netem failed"; exit 1; }
+GA=$(gid_index "$NSA" mroce0 198.18.0.1)
+GB=$(gid_index "$NSB" mroce1 198.18.0.2)
+END=$((SECONDS + D))
+echo "# soak: ${D} s, netem \"$NETEM\" on both ends, kernel $(uname -r)"
+
+# loop NAME FUNCTION: runs FUNCTION until the deadline; counts runs in $LOG/NAME.runs
+# and failures in $LOG/NAME.fail (keeping the first failure's output).
+loop() {
+	local name=$1 fn=$2 i=0
+	: > "$LOG/$name.runs"; : > "$LOG/$name.fail"
+	while [ $SECONDS -lt $END ]; do
+		i=$((i + 1))
+		if "$fn" "$i" > "$LOG/$name.out" 2>&1; then
+			echo ok >> "$LOG/$name.runs"
+		else
+			echo "run $i" >> "$LOG/$name.fail"
+			[ -e "$LOG/$name.first_failure" ] || cp "$LOG/$name.out" "$LOG/$name.first_failure"
+		fi
+		cat "$LOG/$name.out" >> "$LOG/$name.all"
+	done
+}
+
+rc_run() {
+	ip netns exec "$NSA" timeout 600 /usr/bin/python3 "$HERE/selftests/rc_integrity.py" \
+		mroce0 mroce1 --seed "$((0x50a6 + $1))" --batches 8 --atomics 50
+}
+
+rping_run() {
+	local port=$((20000 + $1 % 2000)) srv rc
+	ip netns exec "$NSA" timeout 300 rping -s -a $IPA -p $port -C 500 -V -S 1024 &
+	srv=$!
+	sleep 2
+	ip netns exec "$NSB" timeout 300 rping -c -a $IPA -p $port -C 500 -V -S 1024
+	rc=$?
+	wait $srv || rc=1
+	return $rc
+}
+
+perftest_run() {
+	local tool=$2 port=$((22000 + $1 % 2000)) srv rc; shift 2
+	ip netns exec "$NSA" timeout 120 "$tool" -d mroce0 -x "$GA" -p $port -F "$@" &
+	srv=$!
+	busywait 20000 listening "$NSA" $port || { kill $srv; return 1; }
+	ip netns exec "$NSB" timeout 120 "$tool" -d mroce1 -x "$GB" -p $port -F "$@" $IPA
+	rc=$?
+	wait $srv || rc=1
+	return $rc
+}
+ud_run() { perftest_run "$1" ib_send_bw -c UD -s 1024 -D 10; }
+write_run() { perftest_run "$(($1 + 1000))" ib_write_bw -q 2 -s 65536 -D 10; }
+
+loop rc rc_run &
+loop rping rping_run &
+loop ud ud_run &
+loop write write_run &
+wait
+
+rc=0
+runs() { wc -l < "$LOG/$1.runs"; }
+fails() { wc -l < "$LOG/$1.fail"; }
+mib=$(grep -ho '[A-Z_]* [0-9.]* MiB' "$LOG/rc.all" 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
+echo "# rc_integrity.py: $(runs rc) runs, $(fails rc) failed; $mib MiB moved and checked byte for byte"
+pings=$(($(runs rping) * 500))
+echo "# rping -V: $(runs rping) runs, $(fails rping) failed; $pings pings of 1 KiB validated ($((pings / 1024)) MiB)"
+echo "# ib_send_bw -c UD: $(runs ud) runs, $(fails ud) failed"
+echo "# ib_write_bw -q 2: $(runs write) runs, $(fails write) failed"
+for n in rc rping ud write; do
+	[ -s "$LOG/$n.fail" ] || continue
+	rc=1
+	echo "# first failure of $n:"
+	sed 's/^/#   /' "$LOG/$n.first_failure" | tail -20
+done
+echo "# counters: $(for c in tx_data tx_retransmits rto_expired rx_duplicates tx_naks rx_dropped ud_rx_dropped; do printf '%s %s ' $c "$(counter mroce1 $c)"; done)"
+pkill -x rping; pkill -x ib_send_bw; pkill -x ib_write_bw
+cleanup_devices_and_ns
+trap 'rm -rf "$LOG"' EXIT
+unload_metaroce || { echo "# rmmod metaroce failed"; rc=1; }
+slab1=$(slab_kib)
+echo "# slab memory: $slab0 KiB before the devices, $slab1 KiB after they and the module went ($((slab1 - slab0)) KiB)"
+exit $rc
