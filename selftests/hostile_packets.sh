@@ -114,7 +114,6 @@ IPA2=198.18.0.11
 IPB2=198.18.0.12
 : "${MUTATIONS:=1000000}" "${MUTATION_SECONDS:=240}"
 
-slab_kib() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
 second_gids() { [ -n "$(gid_index "$NSA" mroce0 $IPA2)" ] && [ -n "$(gid_index "$NSB" mroce1 $IPB2)" ]; }
 
 # steady_pingpongs: 64 KiB content-checked ping-pongs between the second addresses

@@ -70,6 +70,9 @@ counter() {
 	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
 }
 
+# slab_kib: the kernel's slab memory (reclaimable and not) in KiB.
+slab_kib() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
+
 # listening NS PORT: a TCP socket listens on PORT in namespace NS.
 listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
 

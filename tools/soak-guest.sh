@@ -25,15 +25,15 @@ LOG=$(mktemp -d /tmp/soak.XXXXXX)
 IPA=198.18.0.1
 trap 'pkill -x rping; pkill -x ib_send_bw; pkill -x ib_write_bw; cleanup_devices_and_ns; rm -rf "$LOG"' EXIT
 
-# slab_kib: the kernel's slab memory (reclaimable and not) in KiB, after a settle.
-slab_kib() {
+# settled_slab_kib: slab_kib once the reclaimable caches were dropped.
+settled_slab_kib() {
 	sync
 	echo 2 > /proc/sys/vm/drop_caches
-	awk '/^Slab:/ { print $2 }' /proc/meminfo
+	slab_kib
 }
 
 load_metaroce || { echo "soak: cannot load metaroce"; exit 1; }
-slab0=$(slab_kib)
+slab0=$(settled_slab_kib)
 setup_pair metaroce || { echo "soak: cannot set up the device pair"; exit 1; }
 # shellcheck disable=SC2086 # NETEM is netem's arguments
 tc -n "$NSA" qdisc add dev vethA root netem $NETEM &&
@@ -115,6 +115,6 @@ pkill -x rping; pkill -x ib_send_bw; pkill -x ib_write_bw
 cleanup_devices_and_ns
 trap 'rm -rf "$LOG"' EXIT
 unload_metaroce || { echo "# rmmod metaroce failed"; rc=1; }
-slab1=$(slab_kib)
+slab1=$(settled_slab_kib)
 echo "# slab memory: $slab0 KiB before the devices, $slab1 KiB after they and the module went ($((slab1 - slab0)) KiB)"
 exit $rc

@@ -31,10 +31,11 @@ pub(crate) const ACK_DELAY_NS: u64 = 2_000_000;
 /// The retransmission timer from the verbs "local ACK timeout" (`4.096 us << timeout`,
 /// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
 /// adaptive RTO never goes below a quarter of it (perftest's 14 gives 67 ms and
-/// 16.8 ms); the core lets the backoff grow to 8 times it. A software transport's queues grow by milliseconds within one round trip
-/// when a window opens (more so in an emulated VM), faster than the RTT estimate
-/// follows: a shorter floor retransmitted up to 9% of the data of a 64 KiB
-/// `ib_write_bw` spuriously. Losses are recovered from SACK well before that.
+/// 16.8 ms); the core lets the RTO grow to 8 times it. A software transport's
+/// queues grow by milliseconds within one round trip when a window opens (more so in
+/// an emulated VM), faster than the RTT estimate follows: a shorter floor
+/// retransmitted up to 9% of the data of a 64 KiB `ib_write_bw` spuriously. Losses
+/// are recovered from SACK well before that.
 fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
     const DEFAULT: u8 = 14;
     let t = if timeout == 0 {
