@@ -754,7 +754,7 @@ def t_rnr_hold(c):
 # spec: MR-SACK-22, MR-WIRE-15
 @test
 def t_forged_acks(c):
-    """ACKs that claim too much or are malformed are dropped whole."""
+    """ACKs that claim PSNs never sent acknowledge nothing; malformed ones are dropped whole."""
     p = c.peer()
     opened(c, p)
     p.auto_ack = False
@@ -764,8 +764,10 @@ def t_forged_acks(c):
         return
     x = e[0]
     good = {"path": x.path, "cum_psn": w.add(x.psn, 1)}
-    forged = dict(good, sack={w.add(x.psn, 5)})
+    forged = dict(good, cum_psn=w.add(x.psn, 5))
     p.send_raw(w.ack(p.iut_conn, p.conn, [forged]))
+    # SACK bits beyond what was sent acknowledge nothing, the rest counts.
+    p.send_raw(w.ack(p.iut_conn, p.conn, [dict(good, cum_psn=x.psn, sack={w.add(x.psn, 5)})]))
     p.send_raw(w.ack(p.iut_conn, p.conn, [good], count=17)[:24 + 40 * 1])
     p.send_raw(w.ack(p.iut_conn, p.conn, [good, good], count=2)[:24 + 40 * 2 - 1])
     again = p.collect(lambda z: z.type == w.SEND and z.ssn == x.ssn, until=lambda g: g, timeout=0.3)

@@ -43,10 +43,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         Ok(())
     }
 
-    /// Whether block `b` reports only PSNs that were sent on its path: its
-    /// cumulative PSN is not beyond the path's next PSN, and no SACK bit stands
-    /// for a PSN at or beyond it. Blocks of paths not configured are ignored
-    /// ([`on_ack`](Self::on_ack)), so they pass.
+    /// Whether block `b` can be a receiver's report of what was sent on its
+    /// path: its cumulative PSN is not beyond the path's next PSN. SACK bits at
+    /// or beyond it are ignored ([`on_ack_block`](Self::on_ack_block) visits
+    /// only PSNs in flight): a receiver holds them when a forger put data
+    /// packets ahead of this side's PSNs, and rejecting its every ACK for them
+    /// would stall this side ([MR-SACK-22]). Blocks of paths not configured are
+    /// ignored ([`on_ack`](Self::on_ack)), so they pass.
     fn ack_block_sent(&self, b: &AckBlock) -> bool {
         let pi = usize::from(b.path);
         let Some(p) = self
@@ -57,19 +60,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             return true;
         };
         let (_, next) = p.inflight.range();
-        let room = seq_diff(next, b.cum_psn);
-        if room < 0 {
-            return false;
-        }
-        // Bit `i` stands for `cum_psn + i`: the bits from `room` on must be clear.
-        let room = room as u32;
-        (0u32..SACK_BYTES as u32)
-            .zip(b.sack.iter())
-            .all(|(k, &byte)| {
-                let lo = k.wrapping_mul(8);
-                lo.wrapping_add(8) <= room
-                    || byte.checked_shr(room.saturating_sub(lo)).unwrap_or(0) == 0
-            })
+        seq_diff(next, b.cum_psn) >= 0
     }
 
     fn on_ack_block(&mut self, now: Instant, b: &AckBlock, ack_delay: u64) {
@@ -80,8 +71,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         };
         // Newly acknowledged packets, and the largest acknowledged PSN. Only
         // PSNs in flight below the cumulative point and set bits are visited
-        // ([`ack_block_sent`](Self::ack_block_sent) checked that the block
-        // reports nothing at or beyond `next`).
+        // ([`ack_block_sent`](Self::ack_block_sent) checked that the
+        // cumulative PSN is not beyond `next`; set bits there are skipped).
         let mut largest: Option<u32> = None;
         let mut newest: Option<Sent> = None;
         let mut acked_bytes = 0u32;

@@ -51,6 +51,9 @@ enum Seg {
     Accepted,
     /// Already had it: acknowledge, do nothing else.
     Duplicate,
+    /// A response to a request this QP never made: acknowledge, so that its
+    /// sender stops sending it, and do nothing else ([MR-PLC-6]).
+    Unsolicited,
     /// Refused with a NAK: do not acknowledge.
     Nak(NakCode),
     /// Silently refused (resources, window): do not acknowledge.
@@ -269,11 +272,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             Some(qi) => self.on_request(qi, h, &stream, &ext, payload, mem),
         };
         match seg {
-            Seg::Accepted | Seg::Duplicate => {
-                if matches!(seg, Seg::Duplicate) {
-                    self.stats.rx_duplicates = self.stats.rx_duplicates.saturating_add(1);
-                } else {
-                    self.stats.rx_bytes = self.stats.rx_bytes.saturating_add(payload.len());
+            Seg::Accepted | Seg::Duplicate | Seg::Unsolicited => {
+                match seg {
+                    Seg::Duplicate => {
+                        self.stats.rx_duplicates = self.stats.rx_duplicates.saturating_add(1)
+                    }
+                    Seg::Accepted => {
+                        self.stats.rx_bytes = self.stats.rx_bytes.saturating_add(payload.len())
+                    }
+                    _ => {}
                 }
                 self.note_received(now, path, h, ecn_ce, matches!(seg, Seg::Duplicate));
                 Ok(())
@@ -536,8 +543,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 Seg::Drop
             };
         }
+        // A response to no outstanding request, or of another type than the
+        // request (the peer answered a forged request): nothing here, but it is
+        // acknowledged, or the peer sends it again until its retries run out.
+        //= Documentation/metaroce/spec.rst#placement
         let Some(w) = q.sq_slot(s.msn).copied() else {
-            return Seg::Drop;
+            return Seg::Unsolicited;
         };
         let mut local_err = false;
         let status = match (*ext, w.wr.opcode) {
@@ -566,6 +577,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 }
                 status
             }
+            (DataExt::ReadResp { .. } | DataExt::AtomicResp { .. }, _) => return Seg::Unsolicited,
             _ => return Seg::Drop,
         };
         if q.resp_rx.insert(s.ssn) != Mark::New {
