@@ -25,6 +25,7 @@ Exits 0, or 1 saying what failed.
 import json
 import os
 import random
+import subprocess
 import sys
 import time
 
@@ -218,9 +219,25 @@ def main():
         v.close()
 
 
+def dump_connections():
+    """Both devices' connections, paths and counters, for a failure's report: read in
+    the initial mount namespace (this process's netns has a /sys of its own, without
+    debugfs and without the other namespace's device)."""
+    cmd = ('cd /sys/class/infiniband; for d in mroce0 mroce1; do echo "$d:" $(for c in '
+           'conns_opened conn_probes conns_peer_gone conns_peer_closed rx_out_of_window '
+           'rx_dropped rto_expired tx_floors; do echo $c $(cat $d/ports/1/hw_counters/$c); '
+           'done); head -c 4000 /sys/kernel/debug/metaroce/$d/conns; '
+           'head -c 4000 /sys/kernel/debug/metaroce/$d/paths; done')
+    out = subprocess.run(['nsenter', '--mount=/proc/1/ns/mnt', 'sh', '-c', cmd],
+                         capture_output=True, text=True, timeout=10, check=False)
+    for line in (out.stdout + out.stderr).splitlines():
+        print(f'  {line}')
+
+
 if __name__ == '__main__':
     try:
         main()
     except Fail as err:
         print(f'FAIL {err}')
+        dump_connections()
         sys.exit(1)
