@@ -11,6 +11,7 @@ from the peer's own address: the strongest off-path attacker the spec allows for
     hostile_packets.py HOST DST_CONN SRC_CONN mutate COUNT IFACE PEER SECONDS
     hostile_packets.py HOST 0 0 spoofed_opens COUNT SOURCES
     hostile_packets.py HOST DST_CONN SRC_CONN data PLAN
+    hostile_packets.py HOST QPN QKEY ud COUNT
 
 `mutate` first captures the connection's real datagrams (both directions, on IFACE,
 between HOST and PEER), then sends COUNT random mutations of them at HOST, for at most
@@ -22,6 +23,10 @@ packet from PEER) so that they reach the connection's own parsing.
 at its own victim QP, in sequence numbers the receiver accepts: the PSNs and stream
 numbers ("PSN assignment", "QP streams and binding") follow from the connection ids
 and the QP's rq_psn, so the packets pass every check but the one each class breaks.
+
+`ud` sends COUNT rounds of forged UD datagrams ("Unreliable datagrams") at HOST: to the
+UD QP QPN with other Q_Keys than its QKEY, to QP numbers with no QP, and malformed (cut
+short, connection ids set, QP numbers above 24 bits); it prints how many of each.
 """
 import json
 import random
@@ -106,6 +111,52 @@ def cases(dst, src, rnd):
 
     return {"far_acks": far_acks, "far_floors": far_floors, "late_open": late_open,
             "malformed": malformed, "wrong_src": wrong_src, "open_flood": open_flood}
+
+
+UD, UD_IMM = 0x20, 0x21
+GSI_QPN, GSI_QKEY = 1, 0x80010000
+QPN_MASK = 0xFFFFFF
+
+
+def ud(ty, dst_qpn, src_qpn, qkey, payload=b"", dst_conn=0, src_conn=0):
+    out = header(ty, dst_conn, src_conn) + struct.pack(">III", dst_qpn, src_qpn, qkey)
+    return out + (struct.pack(">I", 0x5EC0DE) if ty == UD_IMM else b"") + payload
+
+
+def forged_ud(qpn, qkey, rnd):
+    """(class, datagram): each class counted by its own reason ([MR-UD-2], [MR-UD-4])."""
+    def other(key):
+        return key ^ (1 + rnd.getrandbits(31))
+
+    src = rnd.getrandbits(24)
+    for ty in (UD, UD_IMM):
+        for size in (0, 1, 64, 1000, 1024, 4000):
+            yield "bad_qkey", ud(ty, qpn, src, other(qkey), bytes(size))
+        yield "bad_qkey", ud(ty, qpn, src, GSI_QKEY)
+        yield "bad_qkey", ud(ty, GSI_QPN, src, other(GSI_QKEY), bytes(256))
+        # QP 0 does not exist on RoCE; the top of the QPN space is never allocated here.
+        for dst in (0, QPN_MASK, QPN_MASK - 1, QPN_MASK - rnd.getrandbits(8) - 2):
+            yield "no_qp", ud(ty, dst, src, qkey, bytes(64))
+        good = ud(ty, qpn, src, qkey)
+        for n in range(2, len(good)):
+            yield "malformed", good[:n]
+        yield "malformed", ud(ty, qpn, src, qkey, dst_conn=1 + rnd.getrandbits(31))
+        yield "malformed", ud(ty, qpn, src, qkey, src_conn=1 + rnd.getrandbits(31))
+        yield "malformed", ud(ty, qpn | 1 << 24, src, qkey)
+        yield "malformed", ud(ty, qpn, src | 0x80 << 24, qkey)
+
+
+def forged_uds(host, qpn, qkey, count):
+    rnd = random.Random(f"{qpn}:{qkey}:ud")
+    fam = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(fam, socket.SOCK_DGRAM)
+    sent = {"bad_qkey": 0, "no_qp": 0, "malformed": 0}
+    for _ in range(count):
+        for kind, d in forged_ud(qpn, qkey, rnd):
+            s.sendto(d, (host, PORT))
+            sent[kind] += 1
+    print("ud: " + " ".join(f"{k}={v}" for k, v in sent.items()))
+    return 0
 
 
 WRITE, READ_REQ, CMP_SWAP, FETCH_ADD = 0x03, 0x05, 0x07, 0x08
@@ -313,6 +364,8 @@ def main():
     if case == "data":
         sys.exit(data(host, dst, src, sys.argv[5]))
     count = int(sys.argv[5])
+    if case == "ud":
+        sys.exit(forged_uds(host, dst, src, count))
     if case == "spoofed_opens":
         sys.exit(spoofed_opens(host, count, int(sys.argv[6])))
     if case == "mutate":

@@ -9,6 +9,8 @@
 # with dst_conn 0 after setup (including a CLOSE), malformed headers, and our id with
 # another src_conn than the peer's (or dst_conn 0 without OPEN). The
 # ping-pong must complete, the drops must be counted, and the kernel log stay clean.
+# Forged UD datagrams (other Q_Keys, no such QP, malformed) at a live UD ping-pong are
+# counted by reason, exactly.
 # Then the hostile local user (issue 35): garbage written into the mapped rings of
 # its own QPs, SRQ and CQs while it posts (hostile_rings.py).
 #
@@ -34,27 +36,35 @@ trap perftest_cleanup EXIT
 ids() { sed -n "s/^conn \(0x[0-9a-f]*\) to $IPB (peer \(0x[0-9a-f]*\)).*/\1 \2/p" $DBG/mroce0/conns | head -1; }
 connected() { local i; i=$(ids); [ -n "$i" ] && [ "${i#* }" != 0x00000000 ]; }
 
-# attack CASE ROUNDS: forged datagrams of CASE at mroce0 while a ping-pong runs.
+# attack CASE ROUNDS: forged datagrams of CASE at mroce0 while a ping-pong runs. The
+# ping-pong must outlive the forger, or the datagrams meet no connection (rx_no_conn):
+# then once more with a ping-pong four times as long.
 attack() {
-	local case=$1 rounds=$2 srv cli rc before after
-	next_port
-	ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -n 3000 > "$LOG/srv" 2>&1 &
-	srv=$!
-	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server did not listen"; return; }
-	ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$GB" -p $PORT -n 3000 $IPA > "$LOG/cli" 2>&1 &
-	cli=$!
-	busywait 60000 connected || { kill $srv $cli; fail "no connection in $DBG/mroce0/conns"; return; }
-	read -r local peer <<< "$(ids)"
-	before=$(counter mroce0 rx_dropped)
-	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
-		$IPA "$local" "$peer" "$case" "$rounds" | sed 's/^/# /'
-	wait $cli; rc=$?
-	wait $srv; rc=$((rc | $?))
-	after=$(counter mroce0 rx_dropped)
-	ktap_print_msg "mroce0 conn $local (peer $peer): rx_dropped $before -> $after," \
-		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_wrong_conn $(counter mroce0 rx_wrong_conn), rx_late_open $(counter mroce0 rx_late_open), rx_wrong_src $(counter mroce0 rx_wrong_src)," \
-		"ns_rx_malformed $(counter mroce0 ns_rx_malformed), rx_bad_header $(counter mroce0 rx_bad_header)"
-	if [ $rc != 0 ] || ! grep -q '3000 iters in' "$LOG/cli"; then
+	local case=$1 rounds=$2 n srv cli rc before after alive
+	for n in 3000 12000; do
+		next_port
+		ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -n $n > "$LOG/srv" 2>&1 &
+		srv=$!
+		busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server did not listen"; return; }
+		ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$GB" -p $PORT -n $n $IPA > "$LOG/cli" 2>&1 &
+		cli=$!
+		busywait 60000 connected || { kill $srv $cli; fail "no connection in $DBG/mroce0/conns"; return; }
+		read -r local peer <<< "$(ids)"
+		before=$(counter mroce0 rx_dropped)
+		ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
+			$IPA "$local" "$peer" "$case" "$rounds" | sed 's/^/# /'
+		alive=yes
+		kill -0 $cli 2>/dev/null || alive=no
+		wait $cli; rc=$?
+		wait $srv; rc=$((rc | $?))
+		after=$(counter mroce0 rx_dropped)
+		ktap_print_msg "mroce0 conn $local (peer $peer): rx_dropped $before -> $after," \
+			"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_wrong_conn $(counter mroce0 rx_wrong_conn), rx_late_open $(counter mroce0 rx_late_open), rx_wrong_src $(counter mroce0 rx_wrong_src)," \
+			"ns_rx_malformed $(counter mroce0 ns_rx_malformed), rx_bad_header $(counter mroce0 rx_bad_header), rx_no_conn $(counter mroce0 rx_no_conn)"
+		[ $alive = yes ] || [ $rc != 0 ] && break
+		ktap_print_msg "the ping-pong ($n iterations) ended before the forger did"
+	done
+	if [ $rc != 0 ] || ! grep -q "$n iters in" "$LOG/cli"; then
 		tail -5 "$LOG/srv" "$LOG/cli" | sed 's/^/#   /'
 		grep -A3 "^conn" $DBG/mroce0/conns | sed 's/^/#   /'
 		fail "the ping-pong did not survive the forged packets"
@@ -78,6 +88,55 @@ test_far_floors() { attack far_floors 10 && counted rx_out_of_window; }
 test_late_open() { attack late_open 20 && counted rx_late_open; }
 test_malformed() { attack malformed 5 && counted rx_dropped; }
 test_wrong_src() { attack wrong_src 10 && counted rx_wrong_src; }
+
+# Forged UD datagrams ([MR-UD-2], [MR-UD-4]) from a UDP socket in the peer's namespace
+# at a live UD QP (the server of a long ibv_ud_pingpong on mroce0) and at QP1: other
+# Q_Keys (up to 4,000 bytes long), QP numbers with no QP, and malformed headers (cut
+# short at every length, connection ids set, QP numbers above 24 bits). Each is dropped
+# and counted by its reason, exactly; the ping-pong runs on, and a new one completes.
+# Its output is line-buffered (stdbuf) to be read while it runs.
+UD_QKEY=0x11111111	# ibv_ud_pingpong's
+UD_COUNTERS="ud_rx_dropped ud_rx_bad_qkey ud_rx_no_qp ud_rx_not_ours ud_rx_no_recv"
+ud_counts() { local c; for c in $UD_COUNTERS; do printf '%s ' "$(counter mroce0 "$c")"; done; }
+ud_dropped_reach() { [ "$(counter mroce0 ud_rx_dropped)" -ge "$1" ]; }
+test_forged_ud() {
+	local srv cli qpn sent bad_qkey no_qp malformed i c alive=yes
+	local -a c0 c1 want
+	next_port
+	ip netns exec "$NSA" timeout $TO stdbuf -oL ibv_ud_pingpong -d mroce0 -g "$GA" -p $PORT -s 512 -n 1000000 > "$LOG/usrv" 2>&1 &
+	srv=$!
+	busywait 30000 listening "$NSA" $PORT || { kill $srv; fail "server did not listen"; return; }
+	ip netns exec "$NSB" timeout $TO stdbuf -oL ibv_ud_pingpong -d mroce1 -g "$GB" -p $PORT -s 512 -n 1000000 $IPA > "$LOG/ucli" 2>&1 &
+	cli=$!
+	busywait 60000 grep -q 'remote address' "$LOG/usrv" ||
+		{ kill $srv $cli; fail "the ping-pong did not exchange addresses"; return; }
+	qpn=$(sed -n 's/.*local address:.*QPN \(0x[0-9a-f]*\).*/\1/p' "$LOG/usrv")
+	read -ra c0 <<< "$(ud_counts)"
+	sent=$(ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
+		$IPA "$qpn" $UD_QKEY ud 10)
+	ktap_print_msg "at QPN $qpn: $sent"
+	read -r bad_qkey no_qp malformed <<< "$(echo "$sent" | sed -n 's/^ud: bad_qkey=\([0-9]*\) no_qp=\([0-9]*\) malformed=\([0-9]*\)$/\1 \2 \3/p')"
+	[ -n "$malformed" ] || { kill $srv $cli; fail "hostile_packets.py ud: $sent"; return; }
+	busywait 20000 ud_dropped_reach $((c0[0] + bad_qkey + no_qp + malformed))
+	read -ra c1 <<< "$(ud_counts)"
+	# Both ends must still be ping-ponging (the server's QP alive through the count).
+	kill -0 $srv 2>/dev/null && kill -0 $cli 2>/dev/null || alive=no
+	kill $srv $cli 2>/dev/null
+	wait $srv $cli 2>/dev/null
+	want=($((bad_qkey + no_qp + malformed)) "$bad_qkey" "$no_qp" 0 0)
+	i=0
+	for c in $UD_COUNTERS; do
+		ktap_print_msg "$c +$((c1[i] - c0[i])) (want +${want[i]})"
+		i=$((i + 1))
+	done
+	[ $alive = yes ] || { tail -3 "$LOG/usrv" "$LOG/ucli" | sed 's/^/#   /'; fail "the ping-pong ended under the forged datagrams"; return; }
+	for i in 0 1 2 3 4; do
+		[ $((c1[i] - c0[i])) = "${want[i]}" ] || { fail "the UD drop counters are off"; return; }
+	done
+	pair ibv_ud_pingpong -s 1000 -n 100 || { fail "no UD ping-pong after the forged datagrams"; return; }
+	grep -q '100 iters in' "$LOG/cli" || { fail "100 iterations not completed"; return; }
+	return $KSFT_PASS
+}
 
 : "${RING_SEEDS:=3}" "${RING_SECONDS:=15}"
 
@@ -323,15 +382,19 @@ test_spoofed_opens() {
 }
 
 ktap_print_header
-ktap_set_plan 10
+ktap_set_plan 11
 load_metaroce || exit $KSFT_FAIL
 mountpoint -q /sys/kernel/debug || mount -t debugfs none /sys/kernel/debug
 perftest_setup || { ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
+# The first Python start in a fresh guest reads its modules over the host share and
+# can take longer than a ping-pong: once here, outside every test.
+/usr/bin/python3 -c 'import json, random, socket, struct, sys, time'
 ktap_test "forged ACKs for PSNs never sent (16 blocks, cum_psn +2^31) are dropped at once" test_far_acks
 ktap_test "forged PATH_FLOORs anywhere in the sequence space are dropped" test_far_floors
 ktap_test "OPEN with dst_conn 0 after setup (and a CLOSE in it) is refused" test_late_open
 ktap_test "truncated, bad-version, bad-type and absurd-count datagrams are dropped" test_malformed
 ktap_test "our id with another src_conn, or dst_conn 0 without OPEN, is refused before queueing" test_wrong_src
+ktap_test "forged UD datagrams (other Q_Keys, no such QP, malformed) are counted by reason; UD ping-pongs go on" test_forged_ud
 ktap_test "garbage in a process's own mapped SQ, RQ, SRQ and CQ rings while it posts: refused, released" test_hostile_rings
 ktap_test "$MUTATIONS mutations of a connection's own datagrams: counted, another connection untouched, memory back" test_mutations
 ktap_test "forged requests past every memory and stream check: refused per class, no byte written, connection intact" test_forged_data
