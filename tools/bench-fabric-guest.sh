@@ -10,7 +10,7 @@
 # Bandwidth is perftest's BW average in MB/s (10^6 bytes/s), link rates in Mbit/s.
 #   tools/bench-fabric-guest.sh [--quick]
 # BENCH_DURATION (seconds per cell, default 8; 4 with --quick), FABRIC_RATE (per link),
-# FABRIC_BURST_MS (the shaper's bucket, lib_fabric.sh).
+# FABRIC_BURST_MS (the shaper's bucket), FABRIC_MTU (lib_fabric.sh).
 
 . "$(dirname "$0")/../selftests/lib.sh"
 . "$(dirname "$0")/../selftests/lib_fabric.sh"
@@ -56,15 +56,16 @@ sampler() {
 kill_sampler() { [ -n "$SAMPLER" ] && kill "$SAMPLER" 2>/dev/null && wait "$SAMPLER" 2>/dev/null; SAMPLER=; }
 
 # series NAME LABEL...: SERIES lines (Mbit/s between samples) from $LOG/NAME.samples,
-# one series NAME/LABEL per column, time in seconds since T0 (epoch seconds).
+# one series NAME/LABEL per column, time in seconds since T0 (epoch seconds). The
+# columns start after the first SKIP ones (default 0); FILE overrides the samples file.
 series() {
 	local name=$1; shift
-	awk -v n="$name" -v labels="$*" -v t0="$T0" '
+	awk -v n="$name" -v labels="$*" -v t0="$T0" -v skip="${SKIP:-0}" '
 		BEGIN { k = split(labels, lab, " ") }
 		NR > 1 { for (i = 1; i <= k; i++) {
-			r = ($(i + 1) - prev[i]) * 8 / 1e6 / ($1 - pt)
+			r = ($(i + 1 + skip) - prev[i]) * 8 / 1e6 / ($1 - pt)
 			printf "SERIES|%s/%s|%.3f|%.3f\n", n, lab[i], $1 - t0, r } }
-		{ pt = $1; for (i = 1; i <= k; i++) prev[i] = $(i + 1) }' "$LOG/$name.samples"
+		{ pt = $1; for (i = 1; i <= k; i++) prev[i] = $(i + 1 + skip) }' "${FILE:-$LOG/$name.samples}"
 }
 
 # Under TCG every process started while perftest polls costs up to a second, so the
@@ -117,14 +118,41 @@ paths_print() {
 	sed "s|^/sys/kernel/debug/metaroce/\([^/]*\)/paths:|# paths $1 \1: |" "$LOG/paths-$1"
 }
 
+# paths_mid: once s1's connection has sent data, half a cell later, every device's
+# per-path state into $LOG/paths-mid (builtins only, see r1_tx).
+paths_mid() {
+	local j line f=/sys/kernel/debug/metaroce/mrs1/paths
+	rm -f "$LOG/paths-mid"
+	for ((j = 0; j < 150; j++)); do
+		while IFS= read -r line; do
+			[[ $line == *" sent "[1-9]* ]] && break 2
+		done < "$f"
+		nap 0.2
+	done
+	nap $((D / 2))
+	paths_save mid
+}
+
+# paths_links CELL: s1's paths in $LOG/paths-mid, each with the link its port takes.
+paths_links() {
+	local line sport
+	grep '/mrs1/paths:.* sport ' "$LOG/paths-mid" 2>/dev/null | while IFS= read -r line; do
+		sport=${line#* sport } sport=${sport%% *}
+		echo "# paths mid-transfer, $1: ${line#*/paths:} link $(fabric_udp_link "$sport" 4793 1)"
+	done
+}
+
 # bw CELL DRIVER LINKS ARGS...: one ib_write_bw 64 KiB from s1 to d1 over LINKS links;
-# RESULT in MB/s, the links' share in the note.
+# RESULT in MB/s, the links' share in the note; metaroce's paths mid-transfer, each
+# with its link.
 bw() {
 	local cell=$1 drv=$2 links=$3 before after v note; shift 3
 	PORT=$((PORT + 1))
 	before=$(fabric_links_tx)
 	fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$D" "$@"
+	[ "$drv" = metaroce ] && paths_mid
 	fabric_perf_wait || echo "# $cell $drv: perftest failed: $(tail -2 "$LOG/cli" | tr '\n' ' ')"
+	[ "$drv" = metaroce ] && paths_links "$cell"
 	after=$(fabric_links_tx)
 	v=$(fabric_bw "$LOG/cli")
 	note=$(paste <(echo "$before" | tr ' ' '\n') <(echo "$after" | tr ' ' '\n') |
@@ -270,8 +298,20 @@ cell_blackhole() {
 	kill "$R1PID" 2>/dev/null; wait "$R1PID" 2>/dev/null
 }
 
+# rx_counts DRIVER: d1's packets received, the duplicates among them and those it
+# dropped (metaroce: rx_dropped; rxe: out_of_seq_request, one per NAK), from the
+# device's hw counters, space-separated.
+rx_counts() {
+	local d=/sys/class/infiniband/$(fab_dev "$(drv_plane "$1")" d 1)/ports/1/hw_counters
+	case $1 in
+	metaroce) echo "$(cat $d/rx_packets) $(cat $d/rx_duplicates) $(cat $d/rx_dropped)";;
+	rxe) echo "$(cat $d/rcvd_pkts) $(cat $d/duplicate_request) $(cat $d/out_of_seq_request)";;
+	esac 2>/dev/null
+}
+
 # cell_incast N: N senders, one QP each, into d1 over one link (K=1), hints on and off
-# when the driver has them; per-sender rates at r1's host links. The link, not d1's
+# when the driver has them; per-sender rates at r1's host links and the rate r1 puts
+# on the link (after its queue's drops), what d1 used of it: goodput. The link, not d1's
 # netdev (a veth: 10 Gbit/s), bounds what d1 receives, so with hints on d1's inbound
 # capacity is set to the link's rate (rx_capacity_mbps): otherwise each sender's hint
 # is 10 Gbit/s / N and tells it nothing.
@@ -289,8 +329,9 @@ cell_incast() {
 			plane=$(drv_plane "$drv")
 			for i in $(seq "$n"); do devs+=("h$i$plane"); done
 			before_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)
-			local t0=$EPOCHREALTIME
-			sampler "incast$n-$drv$hints" "${devs[@]}"
+			local rx0 rx1 t0=$EPOCHREALTIME
+			rx0=$(rx_counts "$drv")
+			sampler "incast$n-$drv$hints" "${devs[@]}" l1
 			for i in $(seq "$n"); do
 				fabric_perf_server "$plane" 4 $((PORT + i)) "$LOG/srv$i" ib_write_bw -s 65536 -D "$D"
 			done
@@ -301,6 +342,7 @@ cell_incast() {
 			PORT=$((PORT + n))
 			fabric_perf_wait || echo "# $tag $drv: a perftest failed"
 			kill_sampler
+			rx1=$(rx_counts "$drv")
 			after_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)
 			local bws=""
 			for i in $(seq "$n"); do bws+="$(fabric_bw "$LOG/cli$i") "; done
@@ -313,7 +355,10 @@ cell_incast() {
 				END { printf "drops %d, ECN marks %d", drop[1] - drop[0], ecn[1] - ecn[0] }')
 			[ -w $CAPACITY ] && { qd+=", rx_capacity_mbps $(cat $CAPACITY)"; echo 0 > $CAPACITY; }
 			echo "RESULT|$tag|$drv|$bws|MB/s per sender|$qd"
+			echo "INFO|$tag $drv rx|$rx0 $rx1"
+			echo "INFO|$tag $drv mtu|$(awk '/Mtu/ { sub(/\[B\].*/, ""); print $NF; exit }' "$LOG/cli1")"
 			T0=$t0 series "incast$n-$drv$hints" $labels
+			T0=$t0 SKIP=$n FILE="$LOG/incast$n-$drv$hints.samples" series "link$n-$drv$hints" l1
 		done
 	done
 	[ -w $HINTS ] && echo Y > $HINTS
@@ -331,6 +376,7 @@ echo "# fabric up in $((SECONDS - start)) s; preempt: $(cat /sys/kernel/debug/sc
 echo "INFO|rate_mbit|$(($(fab_rate_bps) / 1000000))"
 echo "INFO|links|$K"
 echo "INFO|burst_ms|$FABRIC_BURST_MS"
+echo "INFO|mtu|$FABRIC_MTU"
 echo "INFO|duration|$D"
 echo "INFO|rate_hints|$([ -e $HINTS ] && cat $HINTS || echo absent)"
 echo "INFO|rx_capacity_mbps|$(cat /sys/module/metaroce/parameters/rx_capacity_mbps 2>/dev/null || echo absent)"

@@ -89,9 +89,10 @@ def main():
     for r in results:
         by.setdefault(r['cell'], {})[r['drv']] = r
     print(f"Fabric: {k} links of {rate:g} Mbit/s each way ({mbs(rate):.2f} MB/s), "
-          f"rate hints: {info.get('rate_hints', '?')}, {info.get('duration', '?')} s per cell. "
-          "Bandwidth is perftest's BW average in MB/s (10^6 B/s); shares are of the "
-          "capacity the cell leaves.")
+          f"MTU {info.get('mtu', '1500')}, rate hints: {info.get('rate_hints', '?')}, "
+          f"{info.get('duration', '?')} s per cell. Bandwidth is perftest's BW average in "
+          "MB/s (10^6 B/s); shares are of the capacity the cell leaves. Incast: goodput "
+          "while every sender sent, where measured.")
     print()
     print('| cell | metaroce | rxe | capacity | metaroce share | rxe share | notes |')
     print('|---|---|---|---|---|---|---|')
@@ -178,21 +179,63 @@ def main():
             names, tot = totals(series, f'incast{tag}-{drv}{hints}')
             both = [i for i in range(len(tot)) if all(series[n][i][1] > 0.05 for n in names)]
             # What r1 received from the senders includes what the link then dropped:
-            # offered load, equal to goodput only without drops.
+            # offered load. What r1 put on the link, less the headers and what d1
+            # received twice, is goodput.
             agg = sum(x for x in xs if x)
-            extra = ''
+            extra, good = '', None
             if names and len(both) >= 3:
                 off = mbs(mean([tot[i][1] for i in both]))
                 j = jain([mean([series[n][i][1] for i in both]) for n in names])
                 extra = (f'offered into the link while all {len(names)} sent '
                          f'({tot[both[-1]][0] - tot[both[0]][0]:.1f} s): {off:.2f} MB/s, '
                          f'Jain {fmt(j)} (sampled at r1); ')
-            row.append(f'{agg:.2f} MB/s ({100 * agg / mbs(rate):.0f}%)')
+                good, how = goodput(info, series, f'{cell} {drv}',
+                                    f'link{tag}-{drv}{hints}/l1', both, tot)
+                if good is not None:
+                    extra += how
+            if good is not None:
+                row.append(f'{good:.2f} MB/s goodput ({100 * good / mbs(rate):.0f}%)')
+            else:
+                row.append(f'{agg:.2f} MB/s ({100 * agg / mbs(rate):.0f}%)')
             notes.append(f"{drv}: {extra}Jain {fmt(jain(xs))} over perftest's averages "
                          f"{' '.join(fmt(x) for x in xs)} MB/s (their sum overstates the aggregate "
                          f"when the clients' runs do not overlap fully); {r['note']}")
         print(f"| {cell} | {row[0]} | {row[1]} | {mbs(rate):.2f} MB/s | | | {'; '.join(notes)} |")
     plot(info, series, outdir)
+
+
+# Bytes on the wire besides the payload of a full-size WRITE packet: Ethernet 14, IPv4
+# 20, UDP 8, and MetaRoCE's common, stream and WRITE headers (16 + 16 + 16; spec
+# [MR-WIRE]).
+OVERHEAD = {'metaroce': 14 + 20 + 8 + 48}
+
+
+def goodput(info, series, key, link, both, tot):
+    """Goodput in MB/s while every sender sent, and how it was reckoned: the rate r1
+    put on the link (after its queue's drops) times the payload's share of a packet,
+    less the share of d1's packets it received twice or dropped. metaroce only: rxe
+    counts one out-of-sequence packet per NAK and drops the rest of a go-back-N
+    window uncounted, so its counters cannot tell what it used (perftest's sum
+    does)."""
+    drv = key.split(' ')[-1]
+    if drv != 'metaroce':
+        return None, ''
+    mtu = num(info.get(f'{key} mtu'))
+    rx = [num(x) for x in info.get(f'{key} rx', '').split()]
+    if link not in series or not mtu or len(rx) != 6 or None in rx:
+        return None, ''
+    times = {tot[i][0] for i in both}
+    on_link = mean([v for t, v in series[link] if t in times])
+    if on_link is None:
+        return None, ''
+    pkts, dups, discards = rx[3] - rx[0], rx[4] - rx[1], rx[5] - rx[2]
+    waste = min(1, (dups + discards) / pkts) if pkts > 0 else 0
+    share = mtu / (mtu + OVERHEAD[drv])
+    good = on_link / 8 * share * (1 - waste)          # Mbit/s -> MB/s
+    return good, (f'on the link {on_link / 8:.2f} MB/s, payload {100 * share:.1f}% of a '
+                  f'{mtu:.0f}-byte-MTU packet (the ceiling), of d1\'s {pkts:.0f} packets '
+                  f'{dups:.0f} duplicates and {discards:.0f} discarded: '
+                  f'goodput {good:.2f} MB/s; ')
 
 
 def plot(info, series, outdir):
