@@ -340,7 +340,13 @@ cell_incast() {
 				fabric_perf_client "$plane" "$i" 4 $((PORT + i)) "$LOG/cli$i" ib_write_bw -s 65536 -D "$D"
 			done
 			PORT=$((PORT + n))
-			fabric_perf_wait || echo "# $tag $drv: a perftest failed"
+			if ! fabric_perf_wait; then
+				echo "# $tag $drv: a perftest failed"
+				for i in $(seq "$n"); do
+					[ -n "$(fabric_bw "$LOG/cli$i")" ] ||
+						echo "# s$i: $(tail -3 "$LOG/cli$i" | tr '\n' ' ')"
+				done
+			fi
 			kill_sampler
 			rx1=$(rx_counts "$drv")
 			after_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)

@@ -197,6 +197,9 @@ def main():
                 row.append(f'{good:.2f} MB/s goodput ({100 * good / mbs(rate):.0f}%)')
             else:
                 row.append(f'{agg:.2f} MB/s ({100 * agg / mbs(rate):.0f}%)')
+            senders = int(tag) if tag.isdigit() else len(xs)
+            if len(xs) < senders:
+                row[-1] += f', **{senders - len(xs)} of {senders} clients failed**'
             notes.append(f"{drv}: {extra}Jain {fmt(jain(xs))} over perftest's averages "
                          f"{' '.join(fmt(x) for x in xs)} MB/s (their sum overstates the aggregate "
                          f"when the clients' runs do not overlap fully); {r['note']}")
