@@ -362,7 +362,6 @@ cell_incast() {
 			[ -w $CAPACITY ] && { qd+=", rx_capacity_mbps $(cat $CAPACITY)"; echo 0 > $CAPACITY; }
 			echo "RESULT|$tag|$drv|$bws|MB/s per sender|$qd"
 			echo "INFO|$tag $drv rx|$rx0 $rx1"
-			echo "INFO|$tag $drv mtu|$(awk '/Mtu/ { sub(/\[B\].*/, ""); print $NF; exit }' "$LOG/cli1")"
 			T0=$t0 series "incast$n-$drv$hints" $labels
 			T0=$t0 SKIP=$n FILE="$LOG/incast$n-$drv$hints.samples" series "link$n-$drv$hints" l1
 		done

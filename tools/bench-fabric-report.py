@@ -207,10 +207,12 @@ def main():
     plot(info, series, outdir)
 
 
-# Bytes on the wire besides the payload of a full-size WRITE packet: Ethernet 14, IPv4
-# 20, UDP 8, and MetaRoCE's common, stream and WRITE headers (16 + 16 + 16; spec
-# [MR-WIRE]).
-OVERHEAD = {'metaroce': 14 + 20 + 8 + 48}
+# A metaroce data packet carries the netdev's MTU less the largest headers (IPv6 40,
+# UDP 8, data header 60: the driver's payload_mtu): 1392 bytes at MTU 1500. A WRITE
+# over IPv4 adds Ethernet 14, IPv4 20, UDP 8 and the common, stream and WRITE headers
+# (16 + 16 + 16; spec [MR-WIRE]) on the wire.
+PAYLOAD_LESS = 40 + 8 + 60
+WIRE_MORE = 14 + 20 + 8 + 48
 
 
 def goodput(info, series, key, link, both, tot):
@@ -223,7 +225,7 @@ def goodput(info, series, key, link, both, tot):
     drv = key.split(' ')[-1]
     if drv != 'metaroce':
         return None, ''
-    mtu = num(info.get(f'{key} mtu'))
+    mtu = num(info.get('mtu', '1500'))
     rx = [num(x) for x in info.get(f'{key} rx', '').split()]
     if link not in series or not mtu or len(rx) != 6 or None in rx:
         return None, ''
@@ -233,10 +235,11 @@ def goodput(info, series, key, link, both, tot):
         return None, ''
     pkts, dups, discards = rx[3] - rx[0], rx[4] - rx[1], rx[5] - rx[2]
     waste = min(1, (dups + discards) / pkts) if pkts > 0 else 0
-    share = mtu / (mtu + OVERHEAD[drv])
+    payload = mtu - PAYLOAD_LESS
+    share = payload / (payload + WIRE_MORE)
     good = on_link / 8 * share * (1 - waste)          # Mbit/s -> MB/s
     return good, (f'on the link {on_link / 8:.2f} MB/s, payload {100 * share:.1f}% of a '
-                  f'{mtu:.0f}-byte-MTU packet (the ceiling), of d1\'s {pkts:.0f} packets '
+                  f'packet of {payload:.0f} payload bytes (the ceiling), of d1\'s {pkts:.0f} packets '
                   f'{dups:.0f} duplicates and {discards:.0f} discarded: '
                   f'goodput {good:.2f} MB/s; ')
 
