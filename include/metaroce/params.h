@@ -23,6 +23,8 @@ u32 metaroce_param_path_burst(void);
 u32 metaroce_param_pacing_burst_us(void);
 /* pacing_gain_pct: a new connection's pacing rate per window and SRTT, in percent. */
 u32 metaroce_param_pacing_gain_pct(void);
+/* paths: the number of paths of new connections. */
+u32 metaroce_param_paths(void);
 /* window_ack_req: the largest window (packets) whose filling asks for an ACK; 0 = any. */
 u32 metaroce_param_window_ack_req(void);
 

@@ -43,6 +43,11 @@ module_param(pacing_gain_pct, uint, 0644);
 MODULE_PARM_DESC(pacing_gain_pct,
 		 "A new connection paces at this share, in percent, of its window per smoothed RTT (100..400; default 100, the spec's default)");
 
+static unsigned int paths = 8;
+module_param(paths, uint, 0644);
+MODULE_PARM_DESC(paths,
+		 "Paths (UDP source ports) of a new connection (1..16, default 8)");
+
 static unsigned int window_ack_req;
 module_param(window_ack_req, uint, 0644);
 MODULE_PARM_DESC(window_ack_req,
@@ -86,4 +91,9 @@ u32 metaroce_param_pacing_gain_pct(void)
 u32 metaroce_param_window_ack_req(void)
 {
 	return READ_ONCE(window_ack_req);
+}
+
+u32 metaroce_param_paths(void)
+{
+	return READ_ONCE(paths);
 }

@@ -58,3 +58,10 @@ pub fn window_ack_req() -> u32 {
     // SAFETY: Reads a module parameter with READ_ONCE; any context.
     unsafe { crate::bindings::metaroce_param_window_ack_req() }
 }
+
+/// `paths`: the number of paths (UDP source ports) of a new connection (the
+/// protocol core's `paths`, which it clamps to 1..=16).
+pub fn paths() -> u32 {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_paths() }
+}

@@ -13,9 +13,6 @@ use kernel::prelude::*;
 use metaroce_proto::{cc::Aimd, Config, Connection, QpSlot, QpStore};
 use rdma::qp::QpAttributes;
 
-/// UDP source ports (paths) each connection sprays over.
-pub(crate) const PATHS: u8 = 8;
-
 /// Data packets a receiver acknowledges at once. ACKs cost a software transport
 /// nearly as much as data packets; the sender asks for an immediate ACK whenever it
 /// waits for one (`ACK_REQ`: a signaled completion, a full window, a retransmission).
@@ -85,7 +82,7 @@ pub(crate) type Conn = Connection<Aimd, QpSlots>;
 /// datagrams of up to `mtu` payload bytes.
 pub(crate) fn config(id: u32, mtu: u32, attrs: &QpAttributes) -> Config {
     let mut cfg = Config::new(id);
-    cfg.paths = PATHS;
+    cfg.paths = u8::try_from(rdma::params::paths()).unwrap_or(u8::MAX);
     cfg.mtu = mtu;
     // `retry_cnt`, `rnr_retry` and `timeout` are RTS attributes: these are defaults
     // until the QP gets there (ConnCtx::ready_to_send).
