@@ -40,20 +40,25 @@ tc -n "$NSA" qdisc add dev vethA root netem $NETEM &&
 	tc -n "$NSB" qdisc add dev vethB root netem $NETEM || { echo "soak: netem failed"; exit 1; }
 GA=$(gid_index "$NSA" mroce0 198.18.0.1)
 GB=$(gid_index "$NSB" mroce1 198.18.0.2)
+START=$SECONDS
 END=$((SECONDS + D))
 echo "# soak: ${D} s, netem \"$NETEM\" on both ends, kernel $(uname -r)"
 
 # loop NAME FUNCTION: runs FUNCTION until the deadline; counts runs in $LOG/NAME.runs
-# and failures in $LOG/NAME.fail (keeping the first failure's output).
+# (each with its seconds) and failures in $LOG/NAME.fail (run, exit status, seconds:
+# 124 is a timeout), keeping the first failure's output.
 loop() {
-	local name=$1 fn=$2 i=0
+	local name=$1 fn=$2 i=0 t0 rc
 	: > "$LOG/$name.runs"; : > "$LOG/$name.fail"
 	while [ $SECONDS -lt $END ]; do
 		i=$((i + 1))
-		if "$fn" "$i" > "$LOG/$name.out" 2>&1; then
-			echo ok >> "$LOG/$name.runs"
+		t0=$SECONDS
+		"$fn" "$i" > "$LOG/$name.out" 2>&1
+		rc=$?
+		if [ $rc = 0 ]; then
+			echo "ok $((SECONDS - t0))" >> "$LOG/$name.runs"
 		else
-			echo "run $i" >> "$LOG/$name.fail"
+			echo "run $i at $((t0 - START)) s: exit $rc after $((SECONDS - t0)) s" >> "$LOG/$name.fail"
 			[ -e "$LOG/$name.first_failure" ] || cp "$LOG/$name.out" "$LOG/$name.first_failure"
 		fi
 		cat "$LOG/$name.out" >> "$LOG/$name.all"
@@ -72,8 +77,10 @@ rping_run() {
 	sleep 2
 	ip netns exec "$NSB" timeout 300 rping -c -a $IPA -p $port -C 500 -V -S 1024
 	rc=$?
-	wait $srv || rc=1
-	return $rc
+	wait $srv
+	set -- $rc $?
+	[ "$1$2" = 00 ] || echo "rping: client exit $1, server exit $2 (124: timed out)"
+	return $(($1 | $2))
 }
 
 perftest_run() {
@@ -107,6 +114,8 @@ echo "# ib_write_bw -q 2: $(runs write) runs, $(fails write) failed"
 for n in rc rping ud write; do
 	[ -s "$LOG/$n.fail" ] || continue
 	rc=1
+	echo "# $n failed: $(paste -sd ';' "$LOG/$n.fail"); its runs that passed took" \
+		"$(awk '{ print $2 }' "$LOG/$n.runs" | sort -n | awk '{ a[NR] = $1 } END { if (NR) printf "%d-%d s, median %d s", a[1], a[NR], a[int((NR + 1) / 2)] }')"
 	echo "# first failure of $n:"
 	sed 's/^/#   /' "$LOG/$n.first_failure" | tail -20
 done
