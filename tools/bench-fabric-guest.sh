@@ -298,15 +298,12 @@ cell_blackhole() {
 	kill "$R1PID" 2>/dev/null; wait "$R1PID" 2>/dev/null
 }
 
-# rx_counts DRIVER: d1's packets received, the duplicates among them and those it
-# dropped (metaroce: rx_dropped; rxe: out_of_seq_request, one per NAK), from the
-# device's hw counters, space-separated.
+# rx_counts: metaroce's d1 packets received, the duplicates among them and those it
+# dropped (hw counters), space-separated. rxe's counters cannot say as much: it counts
+# one out-of-sequence packet per NAK and drops the rest of a go-back-N window uncounted.
 rx_counts() {
-	local d=/sys/class/infiniband/$(fab_dev "$(drv_plane "$1")" d 1)/ports/1/hw_counters
-	case $1 in
-	metaroce) echo "$(cat $d/rx_packets) $(cat $d/rx_duplicates) $(cat $d/rx_dropped)";;
-	rxe) echo "$(cat $d/rcvd_pkts) $(cat $d/duplicate_request) $(cat $d/out_of_seq_request)";;
-	esac 2>/dev/null
+	local d=/sys/class/infiniband/$(fab_dev mr d 1)/ports/1/hw_counters
+	echo "$(cat $d/rx_packets) $(cat $d/rx_duplicates) $(cat $d/rx_dropped)"
 }
 
 # cell_incast N: N senders, one QP each, into d1 over one link (K=1), hints on and off
@@ -329,8 +326,8 @@ cell_incast() {
 			plane=$(drv_plane "$drv")
 			for i in $(seq "$n"); do devs+=("h$i$plane"); done
 			before_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)
-			local rx0 rx1 t0=$EPOCHREALTIME
-			rx0=$(rx_counts "$drv")
+			local rx0= rx1= t0=$EPOCHREALTIME
+			[ "$drv" = metaroce ] && rx0=$(rx_counts)
 			sampler "incast$n-$drv$hints" "${devs[@]}" l1
 			for i in $(seq "$n"); do
 				fabric_perf_server "$plane" 4 $((PORT + i)) "$LOG/srv$i" ib_write_bw -s 65536 -D "$D"
@@ -348,7 +345,7 @@ cell_incast() {
 				done
 			fi
 			kill_sampler
-			rx1=$(rx_counts "$drv")
+			[ "$drv" = metaroce ] && rx1=$(rx_counts)
 			after_q=$(tc -n "$FABNS_r1" -s qdisc show dev l1)
 			local bws=""
 			for i in $(seq "$n"); do bws+="$(fabric_bw "$LOG/cli$i") "; done
@@ -361,7 +358,7 @@ cell_incast() {
 				END { printf "drops %d, ECN marks %d", drop[1] - drop[0], ecn[1] - ecn[0] }')
 			[ -w $CAPACITY ] && { qd+=", rx_capacity_mbps $(cat $CAPACITY)"; echo 0 > $CAPACITY; }
 			echo "RESULT|$tag|$drv|$bws|MB/s per sender|$qd"
-			echo "INFO|$tag $drv rx|$rx0 $rx1"
+			[ -n "$rx1" ] && echo "INFO|$tag $drv rx|$rx0 $rx1"
 			T0=$t0 series "incast$n-$drv$hints" $labels
 			T0=$t0 SKIP=$n FILE="$LOG/incast$n-$drv$hints.samples" series "link$n-$drv$hints" l1
 		done

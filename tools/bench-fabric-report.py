@@ -180,7 +180,7 @@ def main():
             both = [i for i in range(len(tot)) if all(series[n][i][1] > 0.05 for n in names)]
             # What r1 received from the senders includes what the link then dropped:
             # offered load. What r1 put on the link, less the headers and what d1
-            # received twice, is goodput.
+            # received twice or dropped, is goodput.
             agg = sum(x for x in xs if x)
             extra, good = '', None
             if names and len(both) >= 3:
@@ -218,12 +218,10 @@ WIRE_MORE = 14 + 20 + 8 + 48
 def goodput(info, series, key, link, both, tot):
     """Goodput in MB/s while every sender sent, and how it was reckoned: the rate r1
     put on the link (after its queue's drops) times the payload's share of a packet,
-    less the share of d1's packets it received twice or dropped. metaroce only: rxe
-    counts one out-of-sequence packet per NAK and drops the rest of a go-back-N
-    window uncounted, so its counters cannot tell what it used (perftest's sum
-    does)."""
-    drv = key.split(' ')[-1]
-    if drv != 'metaroce':
+    less the share of d1's packets it received twice or dropped. metaroce only (see
+    rx_counts in the guest; older guest outputs carry rxe counters that cannot tell
+    what it used): rxe's row is perftest's sum."""
+    if not key.endswith(' metaroce'):
         return None, ''
     mtu = num(info.get('mtu', '1500'))
     rx = [num(x) for x in info.get(f'{key} rx', '').split()]

@@ -71,16 +71,17 @@ rc_run() {
 }
 
 rping_run() {
-	local port=$((20000 + $1 % 2000)) srv rc
+	local port=$((20000 + $1 % 2000)) srv cli_rc srv_rc
 	ip netns exec "$NSA" timeout 300 rping -s -a $IPA -p $port -C 500 -V -S 1024 &
 	srv=$!
 	sleep 2
 	ip netns exec "$NSB" timeout 300 rping -c -a $IPA -p $port -C 500 -V -S 1024
-	rc=$?
+	cli_rc=$?
 	wait $srv
-	set -- $rc $?
-	[ "$1$2" = 00 ] || echo "rping: client exit $1, server exit $2 (124: timed out)"
-	return $(($1 | $2))
+	srv_rc=$?
+	[ $cli_rc = 0 ] && [ $srv_rc = 0 ] && return 0
+	echo "rping: client exit $cli_rc, server exit $srv_rc (124: timed out)"
+	return 1
 }
 
 perftest_run() {
