@@ -956,8 +956,18 @@ impl<C: CongestionControl, S: QpStore> core::fmt::Display for DebugState<'_, C, 
         let c = self.0;
         write!(
             f,
-            "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?}",
-            c.ack_pending, c.ack_now, c.ack_deadline, c.rnr_wakeup, c.paced, c.next_send_at
+            "ack_pending={} ack_now={} ack_deadline={:?} rnr={:?} paced={} next_send_at={:?} \
+             sent={} dead_port={} due={:?} shift={}",
+            c.ack_pending,
+            c.ack_now,
+            c.ack_deadline,
+            c.rnr_wakeup,
+            c.paced,
+            c.next_send_at,
+            c.packets_sent(),
+            c.dead_port.port,
+            c.dead_port.due,
+            c.dead_port.shift
         )?;
         for (i, p) in (0..usize::from(c.cfg.paths)).zip(c.paths.iter()) {
             let (una, next) = p.inflight.range();
