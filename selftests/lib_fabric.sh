@@ -230,6 +230,15 @@ fabric_link_impair() {
 	done
 }
 
+# fabric_link_renetem I ARGS...: changes the netem fabric_link_impair put on link I,
+# both ends, r1's first: one tc run per router, for timing paths (fabric_r1_park).
+fabric_link_renetem() {
+	local i=$1 r; shift
+	for r in "$FABNS_r1" "$FABNS_r2"; do
+		tc -n "$r" qdisc change dev "l$i" root handle 5: netem "$@" limit 100000 || return 1
+	done
+}
+
 # fabric_link_clear I: link I back to the shaper alone.
 fabric_link_clear() {
 	local r
@@ -238,6 +247,45 @@ fabric_link_clear() {
 		tc -n "$r" qdisc del dev "l$1" root 2>/dev/null
 		fab_shape "$r" "l$1" || return 1
 	done
+}
+
+# Under TCG every process started while perftest polls costs up to a second, so a
+# timing path that runs during a transfer starts none but tc: r1's link counters come
+# from /proc/PID/net/dev of a process parked in r1's namespace ($FABRIC_R1PID; procfs
+# shows the reader's view of that process's namespace, unlike sysfs), sleeps are
+# `read -t` on a FIFO (fabric_nap SECONDS).
+FABRIC_R1PID=
+exec {FABRIC_SLEEPFD}<> <(:)
+fabric_nap() { read -rt "$1" -u "$FABRIC_SLEEPFD"; :; }
+
+# fabric_r1_park: parks a process in r1's namespace for fabric_r1_tx (once per fabric;
+# fabric_down ends it).
+fabric_r1_park() {
+	local j line
+	[ -n "$FABRIC_R1PID" ] && return 0
+	ip netns exec "$FABNS_r1" sleep 100000 &
+	FABRIC_R1PID=$!
+	for ((j = 0; j < 100; j++)); do
+		while IFS= read -r line; do
+			[[ $line == *l1:* ]] && return 0
+		done < "/proc/$FABRIC_R1PID/net/dev"
+		fabric_nap 0.1
+	done
+	echo "# fabric_r1_park: no l1 in /proc/$FABRIC_R1PID/net/dev"
+}
+
+# fabric_r1_tx: r1's tx bytes on l1..lK into FABRIC_TX[1..K] and their sum into
+# FABRIC_TXSUM (builtins only; after fabric_r1_park).
+FABRIC_TX=() FABRIC_TXSUM=0
+fabric_r1_tx() {
+	local line f i
+	FABRIC_TX=() FABRIC_TXSUM=0
+	while IFS= read -r line; do
+		line=${line/:/ }
+		read -ra f <<< "$line"
+		[[ ${f[0]} == l[0-9]* ]] && FABRIC_TX[${f[0]#l}]=${f[9]}
+	done < "/proc/$FABRIC_R1PID/net/dev"
+	for ((i = 1; i <= FABRIC_K; i++)); do FABRIC_TXSUM=$((FABRIC_TXSUM + ${FABRIC_TX[$i]:-0})); done
 }
 
 # fabric_link_tx I: bytes r1 has sent on link I (the senders' data direction).
@@ -294,6 +342,11 @@ fabric_down() {
 	local d
 	for d in "${FABRIC_DEVS[@]}"; do rdma link del "$d" 2>/dev/null; done
 	FABRIC_DEVS=()
+	if [ -n "$FABRIC_R1PID" ]; then
+		kill "$FABRIC_R1PID" 2>/dev/null
+		wait "$FABRIC_R1PID" 2>/dev/null
+		FABRIC_R1PID=
+	fi
 	cleanup_all_ns
 }
 

@@ -29,7 +29,7 @@ PORT=19000
 SAMPLE=0.2
 HINTS=/sys/module/metaroce/parameters/rate_hints
 CAPACITY=/sys/module/metaroce/parameters/rx_capacity_mbps
-trap 'kill_sampler; [ -n "$R1PID" ] && kill "$R1PID" 2>/dev/null; fabric_down; rm -rf "$LOG"' EXIT
+trap 'kill_sampler; fabric_down; rm -rf "$LOG"' EXIT
 
 drv_plane() { case $1 in metaroce) echo mr;; rxe) echo rx;; esac; }
 mbps() { awk -v b="$1" 'BEGIN { printf "%.2f", b * 8 / 1e6 }'; }
@@ -68,37 +68,17 @@ series() {
 		{ pt = $1; for (i = 1; i <= k; i++) prev[i] = $(i + 1 + skip) }' "${FILE:-$LOG/$name.samples}"
 }
 
-# Under TCG every process started while perftest polls costs up to a second, so the
-# blackhole cell's timing path starts none but tc: r1's link counters come from
-# /proc/PID/net/dev of a process parked in r1's namespace ($R1PID; procfs shows the
-# reader's view of that process's namespace, unlike sysfs), sleeps are `read -t` on a
-# FIFO, the path state is read with `read`.
-R1PID=
-exec {SLEEPFD}<> <(:)
-nap() { read -rt "$1" -u "$SLEEPFD"; :; }
-r1_park() {
-	local j line
-	ip netns exec "$FABNS_r1" sleep 100000 &
-	R1PID=$!
-	for ((j = 0; j < 100; j++)); do
-		while IFS= read -r line; do
-			[[ $line == *l1:* ]] && return 0
-		done < "/proc/$R1PID/net/dev"
-		nap 0.1
-	done
-	echo "# r1_park: no l1 in /proc/$R1PID/net/dev"
-}
+# Timing paths during a transfer use builtins and tc only (lib_fabric.sh,
+# fabric_r1_park): nap, r1_tx and the path state read with `read`.
+nap() { fabric_nap "$@"; }
+r1_park() { fabric_r1_park; }
 # r1_tx: r1's tx bytes on l1..lK into TX[1..K] and their sum into TXSUM (builtins).
 TX=() TXSUM=0
 r1_tx() {
-	local line f i
-	TX=() TXSUM=0
-	while IFS= read -r line; do
-		line=${line/:/ }
-		read -ra f <<< "$line"
-		[[ ${f[0]} == l[0-9]* ]] && TX[${f[0]#l}]=${f[9]}
-	done < "/proc/$R1PID/net/dev"
-	for ((i = 1; i <= K; i++)); do TXSUM=$((TXSUM + ${TX[$i]:-0})); done
+	local i
+	fabric_r1_tx
+	TX=() TXSUM=$FABRIC_TXSUM
+	for i in "${!FABRIC_TX[@]}"; do TX[i]=${FABRIC_TX[i]}; done
 }
 # us: $EPOCHREALTIME in microseconds into US.
 us() { US=${EPOCHREALTIME/./}; }
@@ -295,7 +275,6 @@ cell_blackhole() {
 		v=$(fabric_bw "$LOG/cli")
 		echo "RESULT|blackhole 1QP ${BH}s, busiest link lost 2 s after the first data|$drv|${v:--}|MB/s|perftest's average over the run"
 	done
-	kill "$R1PID" 2>/dev/null; wait "$R1PID" 2>/dev/null
 }
 
 # rx_counts: metaroce's d1 packets received, the duplicates among them and those it
