@@ -114,7 +114,7 @@ done < "$FRAGMENT"
 [ $missing = 0 ] || die "kernel config is missing options the tests need"
 make -s O="$KDIR" "${KBUILD_VARS[@]}" rustavailable >/dev/null || die "Rust is not available for this kernel build"
 
-log "building kernel (cold build: expect ~15 min on 2 cores)"
+log "building kernel (cold build: expect 15-30 min on 2 cores)"
 make -s O="$KDIR" "${KBUILD_VARS[@]}" -j"$(nproc)" bzImage modules
 end=$(date +%s)
 echo "$((end - start))" > "$KDIR/.metaroce-build-seconds"
