@@ -247,7 +247,7 @@ inbox_grew() {
 test_inbox_grows_on_demand() {
 	[ -n "${NSA:-}" ] && [ -n "${NSB:-}" ] || { perftest_setup || { fail "setup"; return; }; }
 	[ -d /sys/kernel/debug/metaroce ] || mount -t debugfs none /sys/kernel/debug
-	local full0 small big
+	local full0 full1 small big
 	full0=$(counter mroce0 rx_inbox_full)
 	next_port
 	ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$GA" -p $PORT -s 64 -n 5000 > "$LOG/srv" 2>&1 &
@@ -270,10 +270,22 @@ test_inbox_grows_on_demand() {
 	big=
 	busywait 60000 inbox_grew mroce0
 	wait $cli $srv
-	ktap_print_msg "ib_write_bw: mroce0's inbox room $big; rx_inbox_full $full0 before, $(counter mroce0 rx_inbox_full) after"
-	[ -n "$big" ] && { [ "${big%+*}" -gt 16 ] || [ "${big#*+}" -gt 16 ]; } &&
+	full1=$(counter mroce0 rx_inbox_full)
+	ktap_print_msg "ib_write_bw: mroce0's inbox room $big; rx_inbox_full $full0 before, $full1 after"
+	if [ -n "$big" ] && { [ "${big%+*}" -gt 16 ] || [ "${big#*+}" -gt 16 ]; }; then
 		[ "${big%+*}" -le 1024 ] && [ "${big#*+}" -le 1024 ] ||
-		{ fail "the stream's inbox did not grow (got '$big')"; return; }
+			{ fail "the stream's inbox grew past 1024 (got '$big')"; return; }
+	else
+		# It grows only when a datagram finds it full, and one that finds it full
+		# and cannot grow is counted in rx_inbox_full: still 16+16 with no such
+		# drop, the connection kept up with the stream (once in CI under TCG).
+		[ "$full1" = "$full0" ] && [ "$big" = "16+16" ] && {
+			ktap_print_msg "no datagram found the inbox full: it had no reason to grow"
+			return $KSFT_SKIP
+		}
+		fail "the stream's inbox did not grow (got '$big', rx_inbox_full +$((full1 - full0)))"
+		return
+	fi
 	return $KSFT_PASS
 }
 
