@@ -21,4 +21,4 @@ fi
 # KASAN and its shadow memory make the sanitizer kernel's run slower still.
 # The tests' knobs, when set here, reach the guest (see each test's header).
 export VM_ENV="FAULT_ROUNDS CM_MADS RING_SEEDS RING_SECONDS MUTATIONS MUTATION_SECONDS SPOOFED_OPENS METAROCE_PARAMS"
-tools/vm-run "${flavour[@]}" -m $mem --kmemleak -t "${SELFTESTS_TIMEOUT:-4200}" "selftests/run_tests.sh $*"
+tools/vm-run "${flavour[@]}" -m $mem --kmemleak -t "${SELFTESTS_TIMEOUT:-4800}" "selftests/run_tests.sh $*"
