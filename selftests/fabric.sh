@@ -160,7 +160,7 @@ test_blackhole() {
 # start of perftest to the end of those 8 s only builtins and tc run (fabric_r1_park),
 # one tc per router for each change: every link gets a netem without loss first.
 test_repair() {
-	local link=1 best=-1 i j d prev before after out t_fault t_repair t_end
+	local link i before after out t_fault t_repair t_end
 	fabric_r1_park
 	rm -f "$LOG/paths"
 	for ((i = 1; i <= FABRIC_K; i++)); do
@@ -169,24 +169,9 @@ test_repair() {
 	PORT=$((PORT + 1))
 	fabric_perf_bg mr 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D 30 ||
 		{ fabric_perf_wait; fail "ib_write_bw did not start"; return; }
-	# perftest's setup takes seconds under TCG: wait for the data (64 KiB in 0.2 s).
-	fabric_r1_tx; prev=$FABRIC_TXSUM
-	for ((j = 0; j < 300; j++)); do
-		fabric_nap 0.2
-		fabric_r1_tx
-		((FABRIC_TXSUM - prev >= 65536)) && break
-		prev=$FABRIC_TXSUM
-	done
-	# The link carrying most of the next second.
-	fabric_r1_tx; before=("${FABRIC_TX[@]}")
-	fabric_nap 1
-	fabric_r1_tx
-	out=
-	for ((i = 1; i <= FABRIC_K; i++)); do
-		d=$((FABRIC_TX[i] - ${before[i - 1]:-0}))
-		out+="$d "
-		((d > best)) && { best=$d; link=$i; }
-	done
+	fabric_wait_data || ktap_print_msg "no data seen on the links for 120 s"
+	fabric_busiest_link
+	link=$FABRIC_BUSIEST out=$FABRIC_DELTAS
 	s1_paths_save before
 	t_fault=$EPOCHREALTIME
 	fabric_link_renetem "$link" loss 100% || { fabric_perf_wait; fail "netem on l$link failed"; return; }

@@ -288,6 +288,36 @@ fabric_r1_tx() {
 	for ((i = 1; i <= FABRIC_K; i++)); do FABRIC_TXSUM=$((FABRIC_TXSUM + ${FABRIC_TX[$i]:-0})); done
 }
 
+# fabric_wait_data: waits (120 s at most) until r1 forwards data: 64 KiB in 0.2 s
+# (perftest's setup takes seconds under TCG). Builtins only.
+fabric_wait_data() {
+	local j prev
+	fabric_r1_tx; prev=$FABRIC_TXSUM
+	for ((j = 0; j < 600; j++)); do
+		fabric_nap 0.2
+		fabric_r1_tx
+		((FABRIC_TXSUM - prev >= 65536)) && return 0
+		prev=$FABRIC_TXSUM
+	done
+	return 1
+}
+
+# fabric_busiest_link: the link that carries most of the next second into
+# FABRIC_BUSIEST, each link's bytes in it into FABRIC_DELTAS. Builtins only.
+fabric_busiest_link() {
+	local i d best=-1
+	local -a before
+	fabric_r1_tx; before=("${FABRIC_TX[@]}")
+	fabric_nap 1
+	fabric_r1_tx
+	FABRIC_BUSIEST=1 FABRIC_DELTAS=
+	for ((i = 1; i <= FABRIC_K; i++)); do
+		d=$((FABRIC_TX[i] - ${before[i - 1]:-0}))
+		FABRIC_DELTAS+="$d "
+		((d > best)) && { best=$d; FABRIC_BUSIEST=$i; }
+	done
+}
+
 # fabric_link_tx I: bytes r1 has sent on link I (the senders' data direction).
 fabric_link_tx() { ip netns exec "$FABNS_r1" cat "/sys/class/net/l$1/statistics/tx_bytes"; }
 

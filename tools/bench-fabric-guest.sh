@@ -69,17 +69,8 @@ series() {
 }
 
 # Timing paths during a transfer use builtins and tc only (lib_fabric.sh,
-# fabric_r1_park): nap, r1_tx and the path state read with `read`.
+# fabric_r1_park): naps, r1's counters and the path state read with `read`.
 nap() { fabric_nap "$@"; }
-r1_park() { fabric_r1_park; }
-# r1_tx: r1's tx bytes on l1..lK into TX[1..K] and their sum into TXSUM (builtins).
-TX=() TXSUM=0
-r1_tx() {
-	local i
-	fabric_r1_tx
-	TX=() TXSUM=$FABRIC_TXSUM
-	for i in "${!FABRIC_TX[@]}"; do TX[i]=${FABRIC_TX[i]}; done
-}
 # us: $EPOCHREALTIME in microseconds into US.
 us() { US=${EPOCHREALTIME/./}; }
 
@@ -99,7 +90,7 @@ paths_print() {
 }
 
 # paths_mid: once s1's connection has sent data, half a cell later, every device's
-# per-path state into $LOG/paths-mid (builtins only, see r1_tx).
+# per-path state into $LOG/paths-mid (builtins only, see fabric_r1_park).
 paths_mid() {
 	local j line f=/sys/kernel/debug/metaroce/mrs1/paths
 	rm -f "$LOG/paths-mid"
@@ -219,12 +210,11 @@ cell_hot() {
 
 # cell_blackhole: the busiest link of a 1-QP transfer blackholed 2 s after the first
 # data, for the rest of a $BH s transfer; per-link rates sampled every $SAMPLE s. From
-# the start of perftest to the fault only builtins and one tc run (see r1_tx).
+# the start of perftest to the fault only builtins and one tc run (see fabric_r1_park).
 cell_blackhole() {
-	local drv link labels i j t0 t_data t_fault prev best d
-	local -a before
+	local drv link labels t0 t_data t_fault d
 	labels=$(seq $K | sed 's/^/l/' | tr '\n' ' ')
-	r1_park
+	fabric_r1_park
 	for drv in metaroce rxe; do
 		PORT=$((PORT + 1))
 		sampler "bh-$drv" $labels
@@ -232,25 +222,11 @@ cell_blackhole() {
 		us; t0=$US
 		fabric_perf_bg "$(drv_plane "$drv")" 1 4 $PORT "$LOG/cli" ib_write_bw -s 65536 -D "$BH"
 		# perftest's setup takes seconds under TCG: time the fault from the first
-		# data on the links (64 KiB more in 0.2 s), not from the command's start.
-		t_data=
-		r1_tx; prev=$TXSUM
-		for ((j = 0; j < 600; j++)); do
-			nap 0.2
-			r1_tx
-			((TXSUM - prev >= 65536)) && { us; t_data=$US; break; }
-			prev=$TXSUM
-		done
-		[ -n "$t_data" ] || { us; t_data=$US; }
-		# The link carrying most of the next second.
-		r1_tx; before=("${TX[@]}")
-		nap 1
-		r1_tx
-		link=1 best=-1
-		for ((i = 1; i <= K; i++)); do
-			d=$((TX[i] - ${before[i - 1]:-0}))
-			((d > best)) && { best=$d; link=$i; }
-		done
+		# data on the links, not from the command's start.
+		fabric_wait_data
+		us; t_data=$US
+		fabric_busiest_link
+		link=$FABRIC_BUSIEST
 		[ "$drv" = metaroce ] && paths_save before
 		# 2 s after the data started.
 		us; d=$((t_data + 2000000 - US))
