@@ -80,6 +80,16 @@ setup() {
 	ktap_print_msg "receiver mroce0 ($IPR) and senders mroce1..3 (198.18.I.2) through a router; rx_capacity_mbps=$CAP_MBPS"
 }
 
+# snapshot SRC DST: copies SRC to DST; STAMP is when, in microseconds. Builtins
+# only: under TCG a new process beside busy-polling perftest may take a second
+# to start, which would move the window a rate is measured over.
+snapshot() {
+	local lines
+	STAMP=${EPOCHREALTIME/./}
+	mapfile -t lines < "$1"
+	printf '%s\n' "${lines[@]}" > "$2"
+}
+
 # streams N: N senders (mroce1..N) run ib_write_bw into mroce0 at once; while they
 # all run, the `paths` files are read into $LOG/before.I, then 2 s later into
 # $LOG/paths.I (senders) and $LOG/paths.R; then the streams are stopped.
@@ -100,20 +110,20 @@ streams() {
 		pids+=($!)
 	done
 	# Once every sender streams (its paths sent data), one more second for the hints
-	# to settle; then each sender's rate is measured over 2 s while all stream:
-	# packets sent (the `paths` file) times $PKT.
+	# to settle; then each sender's rate is measured over the 2 s or so between its
+	# two snapshots while all stream: packets sent (the `paths` file) times $PKT.
 	busywait $((DUR * 1000 / 2)) streaming "$n" || { ktap_print_msg "not every sender streams"; rc=1; }
 	sleep 1
 	for i in $(seq "$n"); do
-		cat "$DBG/mroce$i/paths" > "$LOG/before.$i"
+		snapshot "$DBG/mroce$i/paths" "$LOG/before.$i"
+		T0[i]=$STAMP
 	done
-	T0=$(date +%s%N)
 	sleep 2
-	cat $DBG/mroce0/paths > "$LOG/paths.R"
+	snapshot $DBG/mroce0/paths "$LOG/paths.R"
 	for i in $(seq "$n"); do
-		cat "$DBG/mroce$i/paths" > "$LOG/paths.$i"
+		snapshot "$DBG/mroce$i/paths" "$LOG/paths.$i"
+		T1[i]=$STAMP
 	done
-	T1=$(date +%s%N)
 	# Measured: the streams stop.
 	for p in "${pids[@]}"; do
 		kill "$p" 2>/dev/null
@@ -148,9 +158,10 @@ hint_in() { awk -v p=$IPR '$1 == "conn" && $3 == "peer" && $4 == p && $5 == "hin
 # sent FILE: data packets the connection to the receiver sent, over its paths.
 sent() { awk -v p=$IPR '$1 == "conn" && $4 == p && $5 == "path" { n += $18 } END { print n + 0 }' "$1"; }
 
-# rate_bps I: sender I's rate while all streamed, bytes/s.
+# rate_bps I: sender I's rate while all streamed, bytes/s, over the time between
+# its two snapshots.
 rate_bps() {
-	echo $(( ($(sent "$LOG/paths.$1") - $(sent "$LOG/before.$1")) * PKT * 1000000000 / (T1 - T0) ))
+	echo $(( ($(sent "$LOG/paths.$1") - $(sent "$LOG/before.$1")) * PKT * 1000000 / (T1[$1] - T0[$1]) ))
 }
 
 # check_hints N: each of N senders got the expected hint and kept to it.
@@ -164,7 +175,8 @@ check_hints() {
 	for i in $(seq "$n"); do
 		hint=$(hint_in "$i")
 		rate=$(rate_bps "$i")
-		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s (expected $want), sent $rate B/s"
+		ktap_print_msg "sender $i: hint_in ${hint:-none} B/s (expected $want)," \
+			"sent $rate B/s over $(( (T1[i] - T0[i]) / 1000 )) ms"
 		[ "$hint" = "$want" ] || { sed "s/^/#   mroce$i: /" "$LOG/paths.$i" | cut -c1-200; fail "sender $i: hint_in $hint, expected $want"; return; }
 		[ "$rate" -gt 0 ] || { fail "sender $i: sent nothing"; return; }
 		[ "$rate" -le $((hint * (100 + TOL_PCT) / 100)) ] \
