@@ -76,6 +76,15 @@ slab_kib() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
 # listening NS PORT: a TCP socket listens on PORT in namespace NS.
 listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
 
+# cm_listeners: how many rdma_cm IDs listen on any device.
+cm_listeners() { rdma resource show cm_id 2>/dev/null | grep -c "state LISTEN"; }
+
+# more_cm_listeners N: more than N rdma_cm IDs listen.
+more_cm_listeners() { [ "$(cm_listeners)" -gt "$1" ]; }
+
+# cm_listening PORT: an rdma_cm ID listens on PORT.
+cm_listening() { rdma resource show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]+:$1( |$)"; }
+
 # no_rc_qps: no RC QP is left on any device.
 no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0 ]; }
 

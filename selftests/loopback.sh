@@ -176,13 +176,15 @@ perf() {
 
 # cm SERVER... -- CLIENT...: an rdma_cm server and client in $NSL.
 cm() {
-	local srv rc_srv rc_cli scmd=() start=$SECONDS
+	local srv rc_srv rc_cli scmd=() start=$SECONDS listeners
 	while [ "$1" != -- ]; do scmd+=("$1"); shift; done
 	shift
+	listeners=$(cm_listeners)
 	# stdout and stderr apart: a line of stderr may land inside a buffered stdout line.
 	ip netns exec "$NSL" timeout $TO "${scmd[@]}" > "$LOG/srv" 2> "$LOG/srv.err" &
 	srv=$!
-	sleep 2
+	busywait 30000 more_cm_listeners "$listeners" ||
+		ktap_print_msg "${scmd[0]}: no new rdma_cm listener after 30 s"
 	ip netns exec "$NSL" timeout $TO "$@" > "$LOG/cli" 2> "$LOG/cli.err"
 	rc_cli=$?
 	wait $srv

@@ -30,17 +30,20 @@ trap cleanup EXIT
 
 setup() { setup_pair "$MROCE_TYPE"; }
 
-# cm_pair WAIT_CMD SERVER_CMD... -- CLIENT_CMD...: starts the server in $NSA, waits
-# until WAIT_CMD succeeds, runs the client in $NSB; fails unless both exit 0.
+# cm_pair SERVER_CMD... -- CLIENT_CMD...: starts the server in $NSA, waits until it
+# listens, runs the client in $NSB; fails unless both exit 0.
 cm_pair() {
-	local srv rc_srv rc_cli start=$SECONDS scmd=() ccmd=()
+	local srv rc_srv rc_cli start=$SECONDS scmd=() ccmd=() listeners
 	while [ "$1" != -- ]; do scmd+=("$1"); shift; done
 	shift
 	ccmd=("$@")
+	listeners=$(cm_listeners)
 	ip netns exec "$NSA" timeout $TO "${scmd[@]}" > "$LOG/srv" 2>&1 &
 	srv=$!
-	# The server listens once its rdma_cm ID is bound: give it a moment under TCG.
-	sleep 2
+	# Not a fixed sleep: under TCG a server may take seconds to listen, and a
+	# client that comes first is refused.
+	busywait 30000 more_cm_listeners "$listeners" ||
+		ktap_print_msg "${scmd[0]}: no new rdma_cm listener after 30 s"
 	ip netns exec "$NSB" timeout $TO "${ccmd[@]}" > "$LOG/cli" 2>&1
 	rc_cli=$?
 	wait $srv
@@ -96,7 +99,7 @@ test_connect_loop() {
 	next_port
 	ip netns exec "$NSA" timeout 600 rping -s -P -a $IPA -p $PORT -V > "$LOG/srv" 2>&1 &
 	srv=$!
-	sleep 2
+	busywait 30000 cm_listening $PORT || ktap_print_msg "rping: no listener on $PORT after 30 s"
 	for i in $(seq "$CM_CYCLES"); do
 		ip netns exec "$NSB" timeout 30 rping -c -a $IPA -p $PORT -C 1 -V -S 64 > "$LOG/cli" 2>&1 \
 			&& ok=$((ok + 1))
