@@ -16,9 +16,10 @@
 #
 #   RING_SEEDS=N rounds of hostile_rings.py (default 3), RING_SECONDS=S each (default 15).
 #   MUTATIONS=N mutated datagrams (default 10^6), but no longer than MUTATION_SECONDS
-#   (default 240: under TCG the guest takes about 240 a second, so CI sends about 60,000;
-#   selftests/run.sh passes these variables into the VM), SPOOFED_OPENS (20,000),
-#   CM_MADS (20,000, about 450 a second).
+#   (default 240: beside the ping-pongs a 2-CPU TCG guest sends about 200 a second,
+#   so CI sends about 50,000), and at least MUTATION_FLOOR (default 25,000: fewer
+#   means the attacker was starved and tested little); SPOOFED_OPENS (20,000),
+#   CM_MADS (20,000, about 450 a second). selftests/run.sh passes them into the VM.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -171,7 +172,8 @@ test_hostile_rings() {
 # the other must not notice, the drops must be counted, memory must come back.
 IPA2=198.18.0.11
 IPB2=198.18.0.12
-: "${MUTATIONS:=1000000}" "${MUTATION_SECONDS:=240}"
+: "${MUTATIONS:=1000000}" "${MUTATION_SECONDS:=240}" "${MUTATION_FLOOR:=25000}"
+[ "$MUTATION_FLOOR" -le "$MUTATIONS" ] || MUTATION_FLOOR=$MUTATIONS
 
 second_gids() { [ -n "$(gid_index "$NSA" mroce0 $IPA2)" ] && [ -n "$(gid_index "$NSB" mroce1 $IPB2)" ]; }
 
@@ -183,12 +185,12 @@ steady_pingpongs() {
 	while [ ! -e "$LOG/stop" ]; do
 		port=$((port + 1))
 		ip netns exec "$NSA" timeout $TO ibv_rc_pingpong -d mroce0 -g "$ga" -p $port \
-			-s 65536 -n 100 -c > "$LOG/ysrv" 2>&1 &
+			-s 65536 -n 100 -c -e > "$LOG/ysrv" 2>&1 &
 		srv=$!
 		busywait 30000 listening "$NSA" $port ||
 			{ kill $srv; echo 255 >> "$LOG/steady"; ktap_print_msg "other: no server on $port"; return; }
 		ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$gb" -p $port \
-			-s 65536 -n 100 -c $IPA2 > "$LOG/ycli" 2>&1
+			-s 65536 -n 100 -c -e $IPA2 > "$LOG/ycli" 2>&1
 		rc=$?
 		wait $srv
 		rc=$((rc | $?))
@@ -206,7 +208,7 @@ steady_pingpongs() {
 }
 
 test_mutations() {
-	local xsrv xcli steady local peer before slab0 slab1 runs bad starved alive=no
+	local xsrv xcli steady local peer before slab0 slab1 runs bad starved sent alive=no
 	ip -n "$NSA" addr add $IPA2/24 dev vethA && ip -n "$NSB" addr add $IPB2/24 dev vethB ||
 		{ fail "second addresses"; return; }
 	busywait 10000 second_gids || { fail "no GIDs for the second addresses"; return; }
@@ -216,18 +218,19 @@ test_mutations() {
 	steady=$!
 	next_port
 	ip netns exec "$NSA" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce0 -g "$GA" \
-		-p $PORT -n 100000000 > "$LOG/srv" 2>&1 &
+		-p $PORT -n 100000000 -e > "$LOG/srv" 2>&1 &
 	xsrv=$!
 	busywait 30000 listening "$NSA" $PORT || { touch "$LOG/stop"; kill $xsrv; fail "server did not listen"; return; }
 	ip netns exec "$NSB" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce1 -g "$GB" \
-		-p $PORT -n 100000000 $IPA > "$LOG/cli" 2>&1 &
+		-p $PORT -n 100000000 -e $IPA > "$LOG/cli" 2>&1 &
 	xcli=$!
 	busywait 60000 connected || { touch "$LOG/stop"; kill $xsrv $xcli; fail "no connection"; return; }
 	read -r local peer <<< "$(ids)"
 	before=$(counter mroce0 rx_dropped)
 	ip netns exec "$NSB" timeout -k 5 $((MUTATION_SECONDS + 120)) /usr/bin/python3 \
 		"$(dirname "$0")/hostile_packets.py" $IPA "$local" "$peer" mutate "$MUTATIONS" vethB $IPB \
-		"$MUTATION_SECONDS" | sed 's/^/# /'
+		"$MUTATION_SECONDS" | tee "$LOG/mutate" | sed 's/^/# /'
+	sent=$(sed -n 's/^sent \([0-9]*\) mutated .*/\1/p' "$LOG/mutate")
 	touch "$LOG/stop"
 	kill -0 $xcli 2>/dev/null && kill -0 $xsrv 2>/dev/null && alive=yes
 	kill $xsrv $xcli 2>/dev/null
@@ -243,6 +246,8 @@ test_mutations() {
 		"$starved ran out of retries, $bad failed otherwise (rx_inbox_full $(counter mroce0 rx_inbox_full))"
 	[ "$bad" = 0 ] && [ "$runs" -ge 2 ] && [ "$starved" -le 1 ] ||
 		{ fail "the other connection was disturbed"; return; }
+	[ "${sent:-0}" -ge "$MUTATION_FLOOR" ] ||
+		{ fail "only ${sent:-0} mutated datagrams sent (at least $MUTATION_FLOOR wanted)"; return; }
 	[ "$(counter mroce0 rx_dropped)" -gt "$before" ] || { fail "no mutated datagram was counted as dropped"; return; }
 	busywait 30000 no_rc_qps || { fail "RC QPs left"; return; }
 	busywait 30000 no_conns || { fail "a connection outlived its QPs"; return; }
@@ -317,7 +322,7 @@ test_cm_mads() {
 	port=$((PORT + 700))
 	ip netns exec "$NSA" timeout $TO rping -s -a $IPA -p $port -C 400 -V -S 256 > "$LOG/rsrv" 2>&1 &
 	srv=$!
-	sleep 2
+	busywait 30000 cm_listening $port || ktap_print_msg "rping: no listener on $port after 30 s"
 	ip netns exec "$NSB" timeout $TO rping -c -a $IPA -p $port -C 400 -V -S 256 > "$LOG/rcli" 2>&1 &
 	cli=$!
 	ip netns exec "$NSB" timeout -k 5 400 /usr/bin/python3 "$(dirname "$0")/cm_mads.py" \
@@ -335,7 +340,7 @@ test_cm_mads() {
 	port=$((PORT + 700))
 	ip netns exec "$NSA" timeout $TO rping -s -a $IPA -p $port -C 10 -V -S 64 > "$LOG/rsrv" 2>&1 &
 	srv=$!
-	sleep 2
+	busywait 30000 cm_listening $port || ktap_print_msg "rping: no listener on $port after 30 s"
 	ip netns exec "$NSB" timeout $TO rping -c -a $IPA -p $port -C 10 -V -S 64 > "$LOG/rcli" 2>&1
 	rc=$?
 	wait $srv; rc=$((rc | $?))
@@ -396,7 +401,7 @@ ktap_test "truncated, bad-version, bad-type and absurd-count datagrams are dropp
 ktap_test "our id with another src_conn, or dst_conn 0 without OPEN, is refused before queueing" test_wrong_src
 ktap_test "forged UD datagrams (other Q_Keys, no such QP, malformed) are counted by reason; UD ping-pongs go on" test_forged_ud
 ktap_test "garbage in a process's own mapped SQ, RQ, SRQ and CQ rings while it posts: refused, released" test_hostile_rings
-ktap_test "$MUTATIONS mutations of a connection's own datagrams: counted, another connection untouched, memory back" test_mutations
+ktap_test "mutations of a connection's own datagrams, $MUTATION_FLOOR to $MUTATIONS in $MUTATION_SECONDS s: counted, another connection untouched, memory back" test_mutations
 ktap_test "forged requests past every memory and stream check: refused per class, no byte written, connection intact" test_forged_data
 ktap_test "$CM_MADS malformed MADs at QP1 while rping runs: the CM keeps serving" test_cm_mads
 ktap_test "$SPOOFED_OPENS OPENs from 1000 spoofed addresses: no state, all counted, other traffic untouched" test_spoofed_opens

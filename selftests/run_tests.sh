@@ -8,7 +8,8 @@
 cd "$(dirname "$0")" || exit 1
 TEST_PROGS=(device_lifecycle.sh verbs_objects.sh xverbs.sh udp_tunnel.sh gso.sh rc_data.sh rc_integrity.sh rc_errors.sh compliance.sh user_interop.sh ud.sh rdma_cm.sh many_qps.sh conn_lifecycle.sh hostile_packets.sh faults.sh operator.sh loopback.sh rate_hint.sh fabric.sh)
 [ $# -gt 0 ] && TEST_PROGS=("$@")
-TIMEOUT=$(sed -n 's/^timeout=//p' settings)
+# Each program's limit: settings, or PROG_TIMEOUT for the long runs of a test's knobs.
+TIMEOUT=${PROG_TIMEOUT:-$(sed -n 's/^timeout=//p' settings)}
 # KASAN's checks and shadow make the sanitizer kernel two to three times slower.
 case $(uname -r) in *-sanitize) TIMEOUT=$((${TIMEOUT:-600} * 3));; esac
 
