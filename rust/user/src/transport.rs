@@ -7,13 +7,16 @@
 
 use std::io::{self, IoSliceMut};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6, UdpSocket};
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::time::Duration;
 
 use nix::cmsg_space;
+use nix::errno::Errno;
+use nix::poll::{ppoll, PollFd, PollFlags};
 use nix::sys::socket::{
     recvmsg, setsockopt, sockopt, ControlMessageOwned, MsgFlags, SockaddrStorage,
 };
+use nix::sys::time::TimeSpec;
 
 /// The ECN field's values (RFC 3168): ECT(0) on what we send, CE as marked.
 const ECT0: u8 = 0b10;
@@ -65,18 +68,26 @@ impl Transport for UdpSocket {
     }
 
     fn recv_from(&mut self, buf: &mut [u8], timeout: Duration) -> io::Result<Option<Received>> {
-        // A zero read timeout means "block forever" to the socket, and the
-        // kernel rounds a short one up to a clock tick (milliseconds): a poll
-        // is a non-blocking receive instead.
-        let flags = if timeout.is_zero() {
-            MsgFlags::MSG_DONTWAIT
-        } else {
-            self.set_read_timeout(Some(timeout))?;
-            MsgFlags::empty()
-        };
+        // The wait is ppoll's, a high-resolution timer: a socket's read
+        // timeout is rounded up to a clock tick (4 ms at HZ=250), which made
+        // a pacing gap of 0.1 ms one of 4 ms and let the RTO fire in the
+        // middle of a paced window. The receive itself never blocks.
+        if !timeout.is_zero() {
+            let mut fds = [PollFd::new(self.as_fd(), PollFlags::POLLIN)];
+            match ppoll(&mut fds, Some(TimeSpec::from_duration(timeout)), None) {
+                Ok(0) | Err(Errno::EINTR) => return Ok(None),
+                Ok(_) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
         let mut cmsg = cmsg_space!(i32);
         let mut iov = [IoSliceMut::new(buf)];
-        let r = recvmsg::<SockaddrStorage>(self.as_raw_fd(), &mut iov, Some(&mut cmsg), flags);
+        let r = recvmsg::<SockaddrStorage>(
+            self.as_raw_fd(),
+            &mut iov,
+            Some(&mut cmsg),
+            MsgFlags::MSG_DONTWAIT,
+        );
         let msg = match r.map_err(io::Error::from) {
             Ok(msg) => msg,
             Err(e)
