@@ -573,6 +573,92 @@ def echo_of(c, p, n, timeout=1.0):
                      until=lambda g: covered(g) >= n, timeout=timeout)
 
 
+def flight(p, sent, first=1.0, quiet=0.003):
+    """The IUT's new data segments (SEND ssns not in `sent`, which grows) in the
+    order they came: the first within `first` s, then until it pauses for
+    `quiet` s or sends a segment again; and whether it did. A pause that
+    splits a flight (an IUT descheduled mid-flight) only loosens the bounds
+    checked on it, never breaks them: what the split left in flight is not
+    counted against the window."""
+    got, wait = [], first
+    while True:
+        x = p.recv(wait)
+        if x is None:
+            return got, False
+        if x.type != w.SEND:
+            continue
+        if x.ssn in sent:
+            return got, True
+        sent.add(x.ssn)
+        got.append(x)
+        wait = quiet
+
+
+def window_bound(fl, mtu):
+    """The smallest window [MR-CC-1] allows a flight in: bytes (header and
+    payload) in flight before its last packet, plus one full packet."""
+    return sum(len(x.raw) for x in fl[:-1]) + mtu if len(fl) > 1 else 0
+
+
+# spec: MR-CC-1, MR-CC-2
+@test
+def t_windows(c):
+    """Flights without ACKs: the first fits the initial connection window, the
+    next one grows by what was acknowledged, and no more."""
+    # The first flight ends at a 3 ms pause, before metaroce-user's first timeout
+    # (10 ms before an RTT sample); the kernel IUT's QP gets verbs timeout 18
+    # (1.07 s before a sample). If the IUT's timer still fires before the ACK
+    # (a segment sent again), the flights are not the windows' alone: the test
+    # starts over on a new connection, three times at most.
+    # Two flights (about 15 and 30 packets) and more: at a 1392-byte mtu the
+    # second flight may end with the message. (128 KiB overflowed
+    # metaroce-user's socket buffer: the suite does not resend.)
+    n = 64 * 1024
+    for attempt in range(3):
+        p = c.peer(iut_timeout=18)
+        opened(c, p)
+        p.auto_ack = False
+        sent = set()
+        p.send_msg(random_bytes(n, 7))
+        f1, again1 = flight(p, sent)
+        if len(f1) < 2:
+            c.check("CC-1", False, f"the IUT sent {len(f1)} segments of a {n}-byte echo")
+            return
+        mtu = max(len(x.payload) for x in f1)
+        w0 = c.a.iut_init_window * mtu
+        need1 = window_bound(f1, mtu)
+        # Everything acknowledged at once: in slow start each window grows by
+        # the bytes acknowledged ([MR-CC-2]), so the next flight may take the
+        # initial window plus the first flight; with default windows the
+        # connection window binds (16 MSS; each path's is as large).
+        acked = sum(len(x.raw) for x in f1)
+        p.send_ack()
+        # No hurry now: the second flight ends at the IUT's next timeout (a
+        # segment sent again) or a 0.3 s pause, so that a paced one is whole.
+        f2, again2 = flight(p, sent, quiet=0.3)
+        need2 = window_bound(f2, mtu)
+        if not again1 and (f2 or not again2):
+            break
+        if c.a.verbose:
+            print(f"  the IUT's timer fired before the ACK (attempt {attempt + 1})")
+        p.close()
+        p.quiet(0.02)
+        p.close_sockets()
+    else:
+        c.check("CC-1", need1 <= w0, f"first flight of {len(f1)} packets needs a window of {need1} (of {w0})")
+        c.check("CC-2", False, "the IUT's timer fired before the first flight's ACK, three times")
+        return
+    c.check("CC-1", need1 <= w0,
+            f"first flight: {len(f1)} packets, {acked} bytes (mtu {mtu}): "
+            f"needs a window of {need1}, the initial one is {w0} ({c.a.iut_init_window} MSS)")
+    c.check("CC-2,CC-1", len(f2) > len(f1) and need2 <= w0 + acked,
+            f"after {acked} bytes acknowledged: {len(f2)} packets (first flight {len(f1)}), "
+            f"needs a window of {need2}, at most {w0 + acked} allowed")
+    p.auto_ack = True
+    p.send_ack()
+    p.collect(lambda x: x.type == w.SEND, until=lambda g: covered(g) + covered(f1 + f2) >= n, timeout=2.0)
+
+
 # spec: MR-SACK-17, MR-RTX-1, MR-PSN-2, MR-SACK-13, MR-SACK-14, MR-WIRE-2, MR-PATH-10, MR-RTX-2
 @test
 def t_selective_retransmission(c):
@@ -910,6 +996,26 @@ NOT_TESTABLE = {
     "SACK-15": "RTT samples are internal", "PATH-7": "a report to the driver",
     "PATH-9": "RTO backoff after retirement", "PATH-12": "batching is invisible by design",
     "CC-9": "internal interface", "CC-13": "internal units",
+    # Path windows under the connection window: with the default windows and
+    # more than one path the connection window binds every flight a peer can
+    # provoke (t_windows), and no mark or loss cuts it by default ([MR-CC-16]).
+    "CC-3": "a path window's cut shows only where it binds: with more than one path the "
+            "connection window, which a mark does not cut, binds (cc/aimd.rs decrease_once_per_rtt)",
+    "CC-4": "as CC-3, for loss (cc/aimd.rs loss_cuts_path_rarely_and_not_the_connection)",
+    "CC-15": "as CC-4 (cc/aimd.rs loss_cuts_path_rarely_and_not_the_connection)",
+    "CC-5": "as CC-3 (cc/aimd.rs decrease_once_per_rtt)",
+    "CC-16": "the default connection cut is 1024/1024, none (cc/aimd.rs loss_cuts_path_rarely_and_not_the_connection)",
+    "SACK-16": "as CC-3: the marks cut a path window (conn/tests.rs ce_count_rises_are_marks_and_falls_are_ignored)",
+    "CC-7": "a timed-out path's one-packet window shows only between the IUT's own timers "
+            "(cc/aimd.rs timeout_and_floor)",
+    "CC-8": "as CC-7, after a retirement (cc/aimd.rs timeout_and_floor)",
+    "PSN-3": "a peer cannot hold una back: a hole is declared lost reorder_threshold PSNs later "
+             "and resolved by its retransmission (path/inflight.rs window_limit)",
+    "PATH-11": "needs una 512 PSNs past the cumulative PSN the peer reports, which SACKs reach only "
+               "256 beyond: hundreds of the IUT's timeouts (conn/tests.rs path_floor_far_ahead_is_refused)",
+    "RTX-12": "whether the IUT had sent the data again when the late ACK came is its own timing "
+              "(conn/tests.rs late_packet_after_a_sack_loss_is_not_sent_again)",
+    "RTX-14": "needs the IUT's retry_cnt, as RTX-8 (conn/tests.rs late_acks_give_back_the_retry_budget)",
     "SEC-1": "internal bounds", "SEC-5": "internal counters", "SEC-6": "internal counters",
     "SEC-8": "needs 20,000 OPEN datagrams a second", "SEC-9": "verbs: connection count",
 }
@@ -967,6 +1073,8 @@ def main():
     ap.add_argument("--region", type=lambda s: int(s, 0), default=1 << 20)
     ap.add_argument("--recv-depth", type=int, default=16, help="receives the IUT keeps posted")
     ap.add_argument("--byteorder", default="little", help="the IUT host's byte order (atomics)")
+    ap.add_argument("--iut-init-window", type=int, default=16,
+                    help="the IUT's initial connection window in MSS (the spec's AIMD default)")
     ap.add_argument("--paths-iut", type=int, default=4, help="the IUT's path count (metaroce-user --paths; the driver: 8)")
     ap.add_argument("--iut-control", help="HOST:PORT of an IUT agent (iut_verbs.py) that makes a "
                     "new QP for each connection and tells its QPN, rkey, va and size")

@@ -1571,6 +1571,61 @@ fn forged_ack(n: &Net, from: usize, count: u8, cum_psn: u32, bits: &[u32]) -> Ve
     forge(n, from, |header| PacketRepr::Ack { header, ack })
 }
 
+/// A rise of a block's `ce_count` is that many new ECN-CE marks and cuts the
+/// path window (once per SRTT); a fall, from a reordered ACK, is ignored, and
+/// later rises count from the highest value seen. The difference is signed
+/// 16-bit, so the count may wrap.
+// spec: MR-SACK-16, MR-CC-3, MR-CC-5
+#[test]
+fn ce_count_rises_are_marks_and_falls_are_ignored() {
+    let (mut n, qp) = Net::with_qp(1);
+    n.c[0].post_send(qp, write(1, 4 * 1024, 5)).unwrap();
+    let _ = n.out(0);
+    let (una, _) = n.c[0].paths[0].inflight.range();
+    let w0 = n.c[0].path_view(0).unwrap().window;
+    let ack_ce = |n: &mut Net, ce: u16| {
+        let mut ack = crate::wire::AckRepr {
+            count: 1,
+            ..Default::default()
+        };
+        ack.blocks[0].cum_psn = una;
+        ack.blocks[0].ce_count = ce;
+        let raw = forge(n, 1, |header| PacketRepr::Ack { header, ack });
+        n.c[0]
+            .handle_datagram(n.now, false, &raw, &mut n.mem[0])
+            .unwrap();
+        let v = n.c[0].path_view(0).unwrap();
+        (v.stats.ecn_marks, v.window)
+    };
+    assert_eq!(ack_ce(&mut n, 3), (3, w0 / 2), "3 new marks, one cut");
+    assert_eq!(ack_ce(&mut n, 1), (3, w0 / 2), "a fall is a reordered ACK");
+    assert_eq!(
+        ack_ce(&mut n, 5),
+        (5, w0 / 2),
+        "2 more, within the SRTT: no cut"
+    );
+    n.now = n.now.add_nanos(10_000_000);
+    assert_eq!(ack_ce(&mut n, 4), (5, w0 / 2));
+    assert_eq!(
+        ack_ce(&mut n, 6),
+        (6, w0 / 4),
+        "one more, an SRTT later: cut"
+    );
+    // Up to the wrap in rises below 2^15, across it (0xfffe -> 2: 4 marks),
+    // then a jump of 2^15: a fall.
+    let mut marks = 6;
+    for (ce, rise) in [
+        (0x7006, 0x7000),
+        (0xe006, 0x7000),
+        (0xfffe, 0x1ff8),
+        (2, 4),
+        (0x8002, 0),
+    ] {
+        marks += rise;
+        assert_eq!(ack_ce(&mut n, ce).0, marks, "ce_count {ce:#x}");
+    }
+}
+
 /// An ACK block whose `cum_psn` lies beyond the path's next PSN is dropped
 /// without effect, and
 /// quickly: ACK processing visits only the PSNs in flight and the block's
