@@ -52,6 +52,7 @@ check_imports() {
 
 run_step "no import cycles between the files of a crate" check_imports
 run_step "spec IDs unique and tracked" Documentation/metaroce/spec-ids.sh
+run_step "spec status table names the tests that cite each ID" compliance/spec_links.py --check
 run_step "docs parse (docutils, warnings are errors)" scripts/check-docs.sh
 run_step "rustfmt --check (the kernel's settings)" scripts/check-format.sh
 run_step "clippy (userspace crates; kernel crates with CLIPPY=1)" scripts/check-clippy.sh

@@ -235,7 +235,7 @@ fn nak_for_resolved_packet_is_ignored() {
     assert_eq!(c[0].status, WcStatus::Success);
 }
 
-// spec: MR-SEC-6
+// spec: MR-SEC-6, MR-SEC-1
 #[test]
 fn nak_queue_overflow_is_counted() {
     let mut n = Net::new(1);
@@ -298,7 +298,7 @@ fn psn_far_behind_cumulative_is_dropped() {
     assert_eq!((s.rx_dropped, s.rx_out_of_window, s.rx_no_qp), (3, 3, 0));
 }
 
-// spec: MR-QP-5, MR-OP-9
+// spec: MR-QP-5, MR-OP-9, MR-QP-3
 #[test]
 fn packet_of_an_earlier_binding_is_not_placed() {
     let mut n = Net::new(1);
@@ -1043,6 +1043,79 @@ fn a_late_packet_is_an_rtt_sample() {
         n.now.nanos_since(sent) - n.c[1].cfg.ack_delay_ns
     );
     assert!(n.c[0].base_rto(0) > rtt.srtt_or(0));
+}
+
+/// An ACK of new packets is one RTT sample, from the highest newly
+/// acknowledged PSN, less the ACK delay the receiver reports, and it ends
+/// the path's backoff and consecutive timeouts and the connection's count.
+// spec: MR-SACK-15
+#[test]
+fn an_ack_of_new_packets_is_a_sample_and_ends_the_backoff() {
+    let (mut n, qp) = Net::with_qp(1);
+    n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
+    let _lost = n.out(0);
+    n.now = n.c[0].poll_timeout().unwrap();
+    n.c[0].handle_timeout(n.now);
+    let p = &n.c[0].paths[0];
+    assert_eq!(
+        (p.backoff, p.consecutive_rto, n.c[0].consecutive_rto),
+        (1, 1, 1)
+    );
+    let again = n.out(0);
+    assert_eq!(again.iter().filter(|p| is_data(p)).count(), 1, "sent again");
+    let sent = n.now;
+    n.now = n.now.add_nanos(3_000_000);
+    n.deliver(1, &again);
+    n.now = n.now.add_nanos(n.c[1].cfg.ack_delay_ns);
+    n.c[1].handle_timeout(n.now);
+    let acks = n.out(1);
+    n.deliver(0, &acks);
+    let p = &n.c[0].paths[0];
+    assert_eq!(
+        (p.backoff, p.consecutive_rto, n.c[0].consecutive_rto),
+        (0, 0, 0)
+    );
+    assert_eq!(
+        p.rtt.srtt_or(0),
+        n.now.nanos_since(sent) - n.c[1].cfg.ack_delay_ns
+    );
+}
+
+/// A message longer than 2^31 bytes, or an atomic at an address that is not
+/// a multiple of 8, is refused when posted, and nothing is sent.
+// spec: MR-OP-6
+#[test]
+fn post_send_refuses_long_messages_and_unaligned_atomics() {
+    let (mut n, qp) = Net::with_qp(1);
+    let long = write(1, crate::constants::MAX_MSG_LEN + 1, 5);
+    assert_eq!(n.c[0].post_send(qp, long), Err(PostError::Invalid));
+    for opcode in [Opcode::FetchAdd, Opcode::CompareSwap] {
+        for remote_addr in [0x1001, 0x1004] {
+            let wr = WorkRequest {
+                wr_id: 2,
+                opcode,
+                len: 8,
+                rkey: 5,
+                remote_addr,
+                ..Default::default()
+            };
+            assert_eq!(
+                n.c[0].post_send(qp, wr),
+                Err(PostError::Invalid),
+                "{opcode:?} at {remote_addr:#x}"
+            );
+        }
+    }
+    assert!(n.out(0).is_empty());
+    let aligned = WorkRequest {
+        wr_id: 3,
+        opcode: Opcode::FetchAdd,
+        len: 8,
+        rkey: 5,
+        remote_addr: 0x1008,
+        ..Default::default()
+    };
+    assert_eq!(n.c[0].post_send(qp, aligned), Ok(()));
 }
 
 // spec: MR-RTX-5
