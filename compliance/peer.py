@@ -12,6 +12,7 @@ application agrees them; they fix every stream number.
 import random
 import select
 import socket
+import struct
 import time
 
 import mrwire as w
@@ -192,9 +193,14 @@ class Peer:
             r, _, _ = select.select([self.rx], [], [], left)
             if not r:
                 return None
-            raw, src = self.rx.recvfrom(65536)
+            raw, anc, _, src = self.rx.recvmsg(65536, socket.CMSG_SPACE(16))
             p = w.Packet(raw, src[1])
             p.src_ip, p.t = src[0], time.monotonic()
+            # When the kernel received it (CLOCK_REALTIME): unlike p.t, not
+            # moved by how late this process was scheduled to read it.
+            p.kt = next((sum(x * s for x, s in zip(struct.unpack("qq", d[:16]), (1, 1e-9)))
+                         for lvl, typ, d in anc if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS),
+                        p.t)
             if p.error or p.dst_conn != self.conn or src[0] != self.iut[0]:
                 self.stray += 1
                 continue
@@ -267,11 +273,16 @@ def _complete(resp, length):
         or any(p.status != 0 for p in resp)
 
 
+# Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS), which Python does not name.
+SO_TIMESTAMPNS = 35
+
+
 def _bind(ip, port):
     fam = socket.AF_INET6 if ":" in ip else socket.AF_INET
     s = socket.socket(fam, socket.SOCK_DGRAM)
     s.bind((ip, port))
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1 << 22)
+    s.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     return s
 
 
