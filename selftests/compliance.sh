@@ -12,6 +12,7 @@
 DIR="$(cd "$(dirname "$0")/../compliance" && pwd)"
 IPA=198.18.0.1
 IPB=198.18.0.2
+IPB2=198.18.0.3   # another address of the suite's host ([MR-SEC-7])
 LOG=$(mktemp -d /tmp/compliance.XXXXXX)
 AGENT=
 
@@ -29,7 +30,7 @@ suite() {
 		> "$LOG/agent" 2>&1 &
 	AGENT=$!
 	ip netns exec "$NSB" timeout 900 python3 "$DIR/comply.py" --iut $IPA --bind $IPB \
-		--other-ip "" --paths-iut 8 --iut-control $IPA:18516 --no-table \
+		--other-ip $IPB2 --paths-iut 8 --iut-control $IPA:18516 --no-table \
 		> "$LOG/suite" 2>&1
 	rc=$?
 	grep -E '^(ok|FAIL|XFAIL) |^  FAIL|^compliance:' "$LOG/suite" | sed 's/^/# /'
@@ -43,6 +44,7 @@ ktap_print_header
 ktap_set_plan 1
 load_metaroce
 setup_ns NSA NSB && veth_pair "$NSA" "$NSB" &&
+	ip -n "$NSB" addr add $IPB2/24 dev vethB &&
 	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA &&
 	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '::ffff:$IPA'" ||
 	{ ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
