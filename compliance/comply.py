@@ -140,6 +140,15 @@ def opened(c, p):
     return a
 
 
+def start_over(c, p, why):
+    """Ends p's connection: a timing-sensitive test tries again on a new one."""
+    if c.a.verbose:
+        print(f"  {why}")
+    p.close()
+    p.quiet(0.02)
+    p.close_sockets()
+
+
 def no_answer(p, timeout=0.05):
     return [x for x in p.quiet(timeout) if x.type != w.CONTROL or x.code != w.CTL_PATH_FLOOR]
 
@@ -639,11 +648,7 @@ def t_windows(c):
         need2 = window_bound(f2, mtu)
         if not again1 and (f2 or not again2):
             break
-        if c.a.verbose:
-            print(f"  the IUT's timer fired before the ACK (attempt {attempt + 1})")
-        p.close()
-        p.quiet(0.02)
-        p.close_sockets()
+        start_over(c, p, f"the IUT's timer fired before the ACK (attempt {attempt + 1})")
     else:
         c.check("CC-1", need1 <= w0, f"first flight of {len(f1)} packets needs a window of {need1} (of {w0})")
         c.check("CC-2", False, "the IUT's timer fired before the first flight's ACK, three times")
@@ -684,11 +689,7 @@ def t_selective_retransmission(c):
         ssns = [x.ssn for x in echo]
         if len(set(ssns)) == len(ssns):
             break
-        if c.a.verbose:
-            print(f"  the IUT's timer resent held segments first (attempt {attempt + 1})")
-        p.close()
-        p.quiet(0.02)
-        p.close_sockets()
+        start_over(c, p, f"the IUT's timer resent held segments first (attempt {attempt + 1})")
     else:
         c.check("SACK-17", False, "the IUT's timer resent the held segments before the SACK, three times")
         return

@@ -107,6 +107,16 @@ impl Net {
         }
     }
 
+    /// Delivers `pkts` to side 1, lets its delayed ACK fire and delivers the
+    /// ACK to side 0.
+    fn ack_back(&mut self, pkts: &[Vec<u8>]) {
+        self.deliver(1, pkts);
+        self.now = self.now.add_nanos(self.c[1].cfg.ack_delay_ns);
+        self.c[1].handle_timeout(self.now);
+        let acks = self.out(1);
+        self.deliver(0, &acks);
+    }
+
     /// Exchanges everything both ways until quiet, letting delayed ACKs
     /// (not retransmission timers) fire.
     fn settle(&mut self) {
@@ -1031,11 +1041,7 @@ fn a_late_packet_is_an_rtt_sample() {
     n.now = n.c[0].poll_timeout().unwrap();
     n.c[0].handle_timeout(n.now);
     n.now = n.now.add_nanos(5_000_000);
-    n.deliver(1, &pkts);
-    n.now = n.now.add_nanos(n.c[1].cfg.ack_delay_ns);
-    n.c[1].handle_timeout(n.now);
-    let acks = n.out(1);
-    n.deliver(0, &acks);
+    n.ack_back(&pkts);
     let rtt = &n.c[0].paths[0].rtt;
     assert!(rtt.has_sample(), "the late packet's RTT is a sample");
     assert_eq!(
@@ -1065,11 +1071,7 @@ fn an_ack_of_new_packets_is_a_sample_and_ends_the_backoff() {
     assert_eq!(again.iter().filter(|p| is_data(p)).count(), 1, "sent again");
     let sent = n.now;
     n.now = n.now.add_nanos(3_000_000);
-    n.deliver(1, &again);
-    n.now = n.now.add_nanos(n.c[1].cfg.ack_delay_ns);
-    n.c[1].handle_timeout(n.now);
-    let acks = n.out(1);
-    n.deliver(0, &acks);
+    n.ack_back(&again);
     let p = &n.c[0].paths[0];
     assert_eq!(
         (p.backoff, p.consecutive_rto, n.c[0].consecutive_rto),
