@@ -196,11 +196,7 @@ class Peer:
             raw, anc, _, src = self.rx.recvmsg(65536, socket.CMSG_SPACE(16))
             p = w.Packet(raw, src[1])
             p.src_ip, p.t = src[0], time.monotonic()
-            # When the kernel received it (CLOCK_REALTIME): unlike p.t, not
-            # moved by how late this process was scheduled to read it.
-            p.kt = next((sum(x * s for x, s in zip(struct.unpack("qq", d[:16]), (1, 1e-9)))
-                         for lvl, typ, d in anc if lvl == socket.SOL_SOCKET and typ == SO_TIMESTAMPNS),
-                        p.t)
+            p.kt = _kernel_time(anc, p.t)
             if p.error or p.dst_conn != self.conn or src[0] != self.iut[0]:
                 self.stray += 1
                 continue
@@ -275,6 +271,17 @@ def _complete(resp, length):
 
 # Linux's SO_TIMESTAMPNS (= SCM_TIMESTAMPNS), which Python does not name.
 SO_TIMESTAMPNS = 35
+
+
+def _kernel_time(anc, default):
+    """When the kernel received a datagram (CLOCK_REALTIME, from recvmsg's
+    ancillary data): unlike the time it was read, not moved by how late this
+    process was scheduled to read it."""
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == SO_TIMESTAMPNS:
+            sec, nsec = struct.unpack("qq", data[:16])
+            return sec + nsec * 1e-9
+    return default
 
 
 def _bind(ip, port):

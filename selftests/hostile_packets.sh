@@ -322,7 +322,7 @@ test_cm_mads() {
 	port=$((PORT + 700))
 	ip netns exec "$NSA" timeout $TO rping -s -a $IPA -p $port -C 400 -V -S 256 > "$LOG/rsrv" 2>&1 &
 	srv=$!
-	busywait 30000 cm_listening $port || ktap_print_msg "rping: no listener on $port after 30 s"
+	await_cm_listen $port
 	ip netns exec "$NSB" timeout $TO rping -c -a $IPA -p $port -C 400 -V -S 256 > "$LOG/rcli" 2>&1 &
 	cli=$!
 	ip netns exec "$NSB" timeout -k 5 400 /usr/bin/python3 "$(dirname "$0")/cm_mads.py" \
@@ -340,7 +340,7 @@ test_cm_mads() {
 	port=$((PORT + 700))
 	ip netns exec "$NSA" timeout $TO rping -s -a $IPA -p $port -C 10 -V -S 64 > "$LOG/rsrv" 2>&1 &
 	srv=$!
-	busywait 30000 cm_listening $port || ktap_print_msg "rping: no listener on $port after 30 s"
+	await_cm_listen $port
 	ip netns exec "$NSB" timeout $TO rping -c -a $IPA -p $port -C 10 -V -S 64 > "$LOG/rcli" 2>&1
 	rc=$?
 	wait $srv; rc=$((rc | $?))

@@ -78,12 +78,17 @@ listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
 
 # cm_listeners: how many rdma_cm IDs listen on any device.
 cm_listeners() { rdma resource show cm_id 2>/dev/null | grep -c "state LISTEN"; }
-
-# more_cm_listeners N: more than N rdma_cm IDs listen.
 more_cm_listeners() { [ "$(cm_listeners)" -gt "$1" ]; }
-
-# cm_listening PORT: an rdma_cm ID listens on PORT.
 cm_listening() { rdma resource show cm_id 2>/dev/null | grep -Eq "state LISTEN .*src-addr [^ ]+:$1( |$)"; }
+
+# await_cm_listen PORT: waits (30 s at most) until an rdma_cm ID listens on PORT,
+# and says so if none does: a client started before its server listens is
+# refused, and under TCG a server may take seconds.
+await_cm_listen() { busywait 30000 cm_listening "$1" || ktap_print_msg "no rdma_cm listener on port $1 after 30 s"; }
+
+# await_cm_listeners_above N: the same for a server whose port the caller does not
+# know: until more than N rdma_cm IDs listen.
+await_cm_listeners_above() { busywait 30000 more_cm_listeners "$1" || ktap_print_msg "no new rdma_cm listener after 30 s"; }
 
 # no_rc_qps: no RC QP is left on any device.
 no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0 ]; }

@@ -183,8 +183,7 @@ cm() {
 	# stdout and stderr apart: a line of stderr may land inside a buffered stdout line.
 	ip netns exec "$NSL" timeout $TO "${scmd[@]}" > "$LOG/srv" 2> "$LOG/srv.err" &
 	srv=$!
-	busywait 30000 more_cm_listeners "$listeners" ||
-		ktap_print_msg "${scmd[0]}: no new rdma_cm listener after 30 s"
+	await_cm_listeners_above "$listeners"
 	ip netns exec "$NSL" timeout $TO "$@" > "$LOG/cli" 2> "$LOG/cli.err"
 	rc_cli=$?
 	wait $srv

@@ -40,10 +40,7 @@ cm_pair() {
 	listeners=$(cm_listeners)
 	ip netns exec "$NSA" timeout $TO "${scmd[@]}" > "$LOG/srv" 2>&1 &
 	srv=$!
-	# Not a fixed sleep: under TCG a server may take seconds to listen, and a
-	# client that comes first is refused.
-	busywait 30000 more_cm_listeners "$listeners" ||
-		ktap_print_msg "${scmd[0]}: no new rdma_cm listener after 30 s"
+	await_cm_listeners_above "$listeners"
 	ip netns exec "$NSB" timeout $TO "${ccmd[@]}" > "$LOG/cli" 2>&1
 	rc_cli=$?
 	wait $srv
@@ -99,7 +96,7 @@ test_connect_loop() {
 	next_port
 	ip netns exec "$NSA" timeout 600 rping -s -P -a $IPA -p $PORT -V > "$LOG/srv" 2>&1 &
 	srv=$!
-	busywait 30000 cm_listening $PORT || ktap_print_msg "rping: no listener on $PORT after 30 s"
+	await_cm_listen $PORT
 	for i in $(seq "$CM_CYCLES"); do
 		ip netns exec "$NSB" timeout 30 rping -c -a $IPA -p $PORT -C 1 -V -S 64 > "$LOG/cli" 2>&1 \
 			&& ok=$((ok + 1))

@@ -74,9 +74,7 @@ rping_run() {
 	local port=$((20000 + $1 % 2000)) srv cli_rc srv_rc
 	ip netns exec "$NSA" timeout 300 rping -s -a $IPA -p $port -C 500 -V -S 1024 &
 	srv=$!
-	# Not a fixed sleep: beside three other loops the server under TCG may take
-	# longer than that to listen, and the client's connect is refused.
-	busywait 30000 cm_listening $port || echo "rping: no server listening on $port after 30 s"
+	await_cm_listen $port
 	ip netns exec "$NSB" timeout 300 rping -c -a $IPA -p $port -C 500 -V -S 1024
 	cli_rc=$?
 	wait $srv
