@@ -197,7 +197,11 @@ fab_has_gids() {
 }
 
 # fab_gid4 ADDR / fab_gid6 ADDR: the GID as sysfs prints it.
-fab_gid4() { echo "$1" | awk -F. '{ printf "0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n", $1, $2, $3, $4 }'; }
+fab_gid4() {
+	local a b c d
+	IFS=. read -r a b c d <<< "$1"
+	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+}
 fab_gid6() {
 	/usr/bin/python3 -c 'import ipaddress, sys
 h = ipaddress.IPv6Address(sys.argv[1]).exploded.replace(":", "")
@@ -206,10 +210,11 @@ print(":".join(h[i:i + 4] for i in range(0, 32, 4)))' "$1"
 
 # fabric_gid_index DEV ADDR: DEV's GID index for ADDR (IPv4 or IPv6).
 fabric_gid_index() {
-	local want f
+	local want f g
 	case $2 in *:*) want=$(fab_gid6 "$2");; *) want=$(fab_gid4 "$2");; esac
+	# Builtins only: an incast starts 8 clients while the first ones already run.
 	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		[ "$(cat "$f" 2>/dev/null)" = "$want" ] && { basename "$f"; return 0; }
+		read -r g 2>/dev/null < "$f" && [ "$g" = "$want" ] && { echo "${f##*/}"; return 0; }
 	done
 	return 1
 }
