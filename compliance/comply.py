@@ -674,9 +674,7 @@ def read_flights(c, p, marks, length, count=3):
     # may end at a longer pause than metaroce-user's (2-10 ms RTO) allows.
     quiet = 0.02 if c.a.iut_control else 0.003
     p.auto_ack = False
-    msn, ssn = p.alloc(1)
-    p.data(w.READ_REQ, w.FIRST | w.LAST | w.ACK_REQ, 0, msn, ssn, 0,
-           w.ext_read(c.rkey, c.va, length))
+    msn = p.read_request(c.rkey, c.va, length)
     sent, sizes, mtu = set(), [], 0
     for k in range(count):
         f, again = flight(p, sent, quiet=quiet, kind=w.READ_RESP)
@@ -722,24 +720,25 @@ def t_ce_window(c):
         "twice": lambda k: [1, 2] if k == 0 else None,
     }
 
-    length = [128 * 1024]
+    length = 128 * 1024
 
     def third_flight(name, enough=lambda size: True):
         """Bytes in the third flight of a run. A run in which the IUT's timer
         fired (metaroce-user's is 2-10 ms) is tried again; a flight that a
         pause split (the IUT descheduled) is smaller, so a run that is not
         `enough` is too, and the largest of three counts."""
+        nonlocal length
         best, runs_done = None, 0
         for attempt in range(10):
             p = c.peer(iut_timeout=18)
             opened(c, p)
-            sizes, mtu = read_flights(c, p, runs[name], length[0])
+            sizes, mtu = read_flights(c, p, runs[name], length)
             start_over(c, p, f"{name}: " + (f"flights of {sizes} bytes" if sizes else
                                              f"the IUT's timer fired before an ACK (attempt {attempt + 1})"))
-            if mtu and length[0] < min(120 * mtu, c.size):
+            if mtu and length < min(120 * mtu, c.size):
                 # Three flights (about 105 packets) and some more: the READ must
                 # be longer at this mtu. Again, with that length.
-                length[0] = min(120 * mtu, c.size)
+                length = min(120 * mtu, c.size)
                 continue
             if sizes:
                 best, runs_done = max(best or 0, sizes[2]), runs_done + 1

@@ -136,11 +136,16 @@ class Peer:
             out.append((psn, p))
         return out
 
-    def read(self, rkey, va, length, path=0, timeout=1.0):
-        """READ; returns (bytes or None, [READ_RESP packets], msn)."""
+    def read_request(self, rkey, va, length, path=0):
+        """Sends a READ_REQ; returns its MSN."""
         msn, ssn = self.alloc(1)
         self.data(w.READ_REQ, w.FIRST | w.LAST | w.ACK_REQ, path, msn, ssn, 0,
                   w.ext_read(rkey, va, length))
+        return msn
+
+    def read(self, rkey, va, length, path=0, timeout=1.0):
+        """READ; returns (bytes or None, [READ_RESP packets], msn)."""
+        msn = self.read_request(rkey, va, length, path)
         resp = self.collect(lambda p: p.type == w.READ_RESP and p.msn == msn,
                             until=lambda got: _complete(got, length), timeout=timeout)
         if not _complete(resp, length):
