@@ -8,16 +8,13 @@ by the code and its tests shows. The attacker knows both connection ids and send
 from the peer's own address: the strongest off-path attacker the spec allows for.
 
     hostile_packets.py HOST DST_CONN SRC_CONN CASE COUNT
-    hostile_packets.py HOST DST_CONN SRC_CONN mutate COUNT IFACE PEER SECONDS
+    hostile_packets.py HOST 0 0 capture IFACE PEER POOL
     hostile_packets.py HOST 0 0 spoofed_opens COUNT SOURCES
     hostile_packets.py HOST DST_CONN SRC_CONN data PLAN
     hostile_packets.py HOST QPN QKEY ud COUNT
 
-`mutate` first captures the connection's real datagrams (both directions, on IFACE,
-between HOST and PEER), then sends COUNT random mutations of them at HOST, for at most
-SECONDS: bit flips, bytes and words set to boundary values, truncation, extension,
-splices of two packets. Most keep the version and the connection ids (those of a
-packet from PEER) so that they reach the connection's own parsing.
+`capture` records the connection's real datagrams (both directions, on IFACE, between
+HOST and PEER) into POOL, from which selftests/mutate.c sends random mutations.
 
 `data` forges one request per attack class of PLAN (written by forged_data.py), each
 at its own victim QP, in sequence numbers the receiver accepts: the PSNs and stream
@@ -265,70 +262,17 @@ def capture(iface, host, peer, want=256, seconds=20):
     return out
 
 
-BOUNDARY32 = [0, 1, 0x7F, 0x80, 0xFF, 0x7FFF, 0x8000, 0xFFFF, 0x7FFFFFFF, 0x80000000,
-              0xFFFFFFFE, 0xFFFFFFFF]
-
-
-def mutations(pool, dst, src, rnd):
-    """Endless random mutations of the captured datagrams, as a peer at dst would see them."""
-    ids = struct.pack(">II", dst, src)
-    while True:
-        p = bytearray(rnd.choice(pool))
-        if rnd.random() < 0.85:
-            p[4:12] = ids
-        for _ in range(rnd.choice((1, 1, 1, 2, 3, 5))):
-            op = rnd.randrange(7)
-            if op == 0 and p:
-                i = rnd.randrange(len(p) * 8)
-                p[i // 8] ^= 1 << (i % 8)
-            elif op == 1 and p:
-                p[rnd.randrange(len(p))] = rnd.choice((0, 1, 0x7F, 0x80, 0xFF, rnd.getrandbits(8)))
-            elif op == 2 and len(p) >= 4:
-                i = rnd.randrange(len(p) - 3) & ~3
-                v = rnd.choice(BOUNDARY32 + [rnd.getrandbits(32)])
-                p[i:i + 4] = struct.pack(">I", v)
-            elif op == 3:
-                del p[rnd.randrange(len(p) + 1):]
-            elif op == 4:
-                p += bytes(rnd.getrandbits(8) for _ in range(rnd.randrange(1, 64)))
-            elif op == 5:
-                q = rnd.choice(pool)
-                cut = rnd.randrange(min(len(p), len(q)) + 1)
-                p = p[:cut] + q[cut:]
-            elif op == 6 and len(p) > 16:
-                # A header field of the data packets, after the common header.
-                i = 16 + (rnd.randrange(len(p) - 16) & ~3)
-                p[i:i + 4] = struct.pack(">I", rnd.choice(BOUNDARY32))[:len(p) - i]
-        if rnd.random() < 0.5 and len(p) >= 2:
-            p[0] = VERSION
-        yield bytes(p)
-
-
-def mutate(host, dst, src, count, iface, peer, seconds):
+def capture_pool(host, iface, peer, path):
+    """Writes the captured datagrams to path for selftests/mutate.c: a 2-byte length each."""
     pool = capture(iface, host, peer)
     if not pool:
         print("captured no datagram of the connection")
         return 1
     types = sorted({d[1] for d in pool})
     print(f"captured {len(pool)} datagrams (types {', '.join(f'0x{t:02x}' for t in types)})")
-    rnd = random.Random(f"mutate:{dst}:{src}")
-    socks = []
-    for _ in range(8):
-        s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        s.bind(("", 0))
-        socks.append(s)
-    sent, start = 0, time.monotonic()
-    gen = mutations(pool, dst, src, rnd)
-    while sent < count:
-        if sent % 4096 == 0 and time.monotonic() - start > seconds:
-            break
-        try:
-            socks[sent & 7].sendto(next(gen), (host, PORT))
-        except OSError:
-            pass
-        sent += 1
-    took = time.monotonic() - start
-    print(f"sent {sent} mutated datagrams in {took:.0f} s ({sent / max(took, 1e-3):.0f}/s)")
+    with open(path, "wb") as f:
+        for d in pool:
+            f.write(struct.pack(">H", len(d)) + d)
     return 0
 
 
@@ -361,6 +305,8 @@ def spoofed_opens(host, count, sources):
 
 def main():
     host, dst, src, case = sys.argv[1], int(sys.argv[2], 0), int(sys.argv[3], 0), sys.argv[4]
+    if case == "capture":
+        sys.exit(capture_pool(host, sys.argv[5], sys.argv[6], sys.argv[7]))
     if case == "data":
         sys.exit(data(host, dst, src, sys.argv[5]))
     count = int(sys.argv[5])
@@ -368,9 +314,6 @@ def main():
         sys.exit(forged_uds(host, dst, src, count))
     if case == "spoofed_opens":
         sys.exit(spoofed_opens(host, count, int(sys.argv[6])))
-    if case == "mutate":
-        iface, peer, seconds = sys.argv[6], sys.argv[7], float(sys.argv[8])
-        sys.exit(mutate(host, dst, src, count, iface, peer, seconds))
     rnd = random.Random(f"{dst}:{src}:{case}")
     gen = cases(dst, src, rnd)
     names = list(gen) if case == "all" else [case]

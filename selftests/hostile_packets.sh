@@ -16,9 +16,10 @@
 #
 #   RING_SEEDS=N rounds of hostile_rings.py (default 3), RING_SECONDS=S each (default 15).
 #   MUTATIONS=N mutated datagrams (default 10^6), but no longer than MUTATION_SECONDS
-#   (default 240: beside the ping-pongs a 2-CPU TCG guest sends about 200 a second,
-#   so CI sends about 50,000), and at least MUTATION_FLOOR (default 25,000: fewer
-#   means the attacker was starved and tested little); SPOOFED_OPENS (20,000),
+#   (default 240: beside the ping-pongs a 2-CPU TCG guest takes about 800 a second
+#   from selftests/mutate.c, so CI sends about 190,000), and at least MUTATION_FLOOR
+#   (default 100,000: fewer means the attacker was starved and tested little);
+#   SPOOFED_OPENS (20,000),
 #   CM_MADS (20,000, about 450 a second). selftests/run.sh passes them into the VM.
 
 . "$(dirname "$0")/lib.sh"
@@ -170,17 +171,27 @@ test_hostile_rings() {
 # connection of the same two devices (second addresses). The attacked connection may
 # die (the peer's address and the ids are all that bind a datagram to it: [MR-SEC-7]);
 # the other must not notice, the drops must be counted, memory must come back.
+MUTATE=$REPO_ROOT/target/selftests/mutate
 IPA2=198.18.0.11
 IPB2=198.18.0.12
-: "${MUTATIONS:=1000000}" "${MUTATION_SECONDS:=240}" "${MUTATION_FLOOR:=25000}"
+: "${MUTATIONS:=1000000}" "${MUTATION_SECONDS:=240}" "${MUTATION_FLOOR:=100000}"
 [ "$MUTATION_FLOOR" -le "$MUTATIONS" ] || MUTATION_FLOOR=$MUTATIONS
 
 second_gids() { [ -n "$(gid_index "$NSA" mroce0 $IPA2)" ] && [ -n "$(gid_index "$NSB" mroce1 $IPB2)" ]; }
 
+# second_addresses: IPA2 and IPB2 on the veth pair (once), and their GIDs.
+second_addresses() {
+	if ! ip -n "$NSA" -br addr show dev vethA | grep -qw "$IPA2/24"; then
+		ip -n "$NSA" addr add $IPA2/24 dev vethA && ip -n "$NSB" addr add $IPB2/24 dev vethB ||
+			return
+	fi
+	busywait 10000 second_gids
+}
+
 # steady_pingpongs: 64 KiB content-checked ping-pongs between the second addresses
 # until $LOG/stop exists; each run's exit code goes to $LOG/steady (R: retries ran out).
 steady_pingpongs() {
-	local ga gb port=$((PORT + 500)) srv rc
+	local ga gb port=$((PORT + 500 + 100 * KTAP_TESTNO)) srv rc
 	ga=$(gid_index "$NSA" mroce0 $IPA2) gb=$(gid_index "$NSB" mroce1 $IPB2)
 	while [ ! -e "$LOG/stop" ]; do
 		port=$((port + 1))
@@ -188,13 +199,13 @@ steady_pingpongs() {
 			-s 65536 -n 100 -c -e > "$LOG/ysrv" 2>&1 &
 		srv=$!
 		busywait 30000 listening "$NSA" $port ||
-			{ kill $srv; echo 255 >> "$LOG/steady"; ktap_print_msg "other: no server on $port"; return; }
+			{ kill $srv; echo 255 >> "$LOG/steady"; echo "# other: no server on $port" >> "$LOG/steady.log"; return; }
 		ip netns exec "$NSB" timeout $TO ibv_rc_pingpong -d mroce1 -g "$gb" -p $port \
 			-s 65536 -n 100 -c -e $IPA2 > "$LOG/ycli" 2>&1
 		rc=$?
 		wait $srv
 		rc=$((rc | $?))
-		[ $rc = 0 ] || tail -n 4 "$LOG/ysrv" "$LOG/ycli" | sed 's/^/#   other: /'
+		[ $rc = 0 ] || tail -n 4 "$LOG/ysrv" "$LOG/ycli" | sed "s/^/#   other, port $port: /" >> "$LOG/steady.log"
 		# A retry-exhausted run (no ACK for seven RC timeouts, about 0.5 s) is what a
 		# guest starved by the flood can show without any datagram of it being touched:
 		# recorded as R and the next run started; anything else ends the loop.
@@ -207,15 +218,38 @@ steady_pingpongs() {
 	done
 }
 
-test_mutations() {
-	local xsrv xcli steady local peer before slab0 slab1 runs bad starved sent alive=no
-	ip -n "$NSA" addr add $IPA2/24 dev vethA && ip -n "$NSB" addr add $IPB2/24 dev vethB ||
-		{ fail "second addresses"; return; }
-	busywait 10000 second_gids || { fail "no GIDs for the second addresses"; return; }
-	slab0=$(slab_kib)
-	rm -f "$LOG/stop" "$LOG/steady"
+# steady_start: the second addresses, then steady_pingpongs in the background.
+steady_start() {
+	rm -f "$LOG/stop" "$LOG/steady" "$LOG/steady.log"
+	second_addresses || { fail "no second addresses or no GIDs for them"; return; }
 	steady_pingpongs &
-	steady=$!
+	STEADY=$!
+}
+
+# steady_stop: ends steady_pingpongs after its current run; prints what failed runs said.
+steady_stop() {
+	touch "$LOG/stop"
+	wait $STEADY
+	[ -s "$LOG/steady.log" ] && cat "$LOG/steady.log"
+	return 0
+}
+
+# steady_verdict MIN: what the other connection's ping-pongs did; true if at least MIN
+# completed content-checked, none failed, and at most one ran out of retries.
+steady_verdict() {
+	local runs starved bad
+	runs=$(grep -cx 0 "$LOG/steady") starved=$(grep -cx R "$LOG/steady")
+	bad=$(grep -vcx '0\|R' "$LOG/steady")
+	ktap_print_msg "other connection: $runs content-checked ping-pongs of 100 x 64 KiB ok," \
+		"$starved ran out of retries, $bad failed otherwise (rx_inbox_full $(counter mroce0 rx_inbox_full))"
+	[ "$bad" = 0 ] && [ "$runs" -ge "$1" ] && [ "$starved" -le 1 ]
+}
+
+test_mutations() {
+	local xsrv xcli local peer before slab0 slab1 sent alive=no
+	[ -x "$MUTATE" ] || { fail "no $MUTATE (selftests/run.sh builds it: make -C selftests)"; return; }
+	slab0=$(slab_kib)
+	steady_start || return
 	next_port
 	ip netns exec "$NSA" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce0 -g "$GA" \
 		-p $PORT -n 100000000 -e > "$LOG/srv" 2>&1 &
@@ -227,25 +261,20 @@ test_mutations() {
 	busywait 60000 connected || { touch "$LOG/stop"; kill $xsrv $xcli; fail "no connection"; return; }
 	read -r local peer <<< "$(ids)"
 	before=$(counter mroce0 rx_dropped)
-	ip netns exec "$NSB" timeout -k 5 $((MUTATION_SECONDS + 120)) /usr/bin/python3 \
-		"$(dirname "$0")/hostile_packets.py" $IPA "$local" "$peer" mutate "$MUTATIONS" vethB $IPB \
-		"$MUTATION_SECONDS" | tee "$LOG/mutate" | sed 's/^/# /'
+	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
+		$IPA 0 0 capture vethB $IPB "$LOG/pool" | sed 's/^/# /'
+	ip netns exec "$NSB" timeout -k 5 $((MUTATION_SECONDS + 60)) "$MUTATE" \
+		$IPA "$local" "$peer" "$MUTATIONS" "$MUTATION_SECONDS" "$LOG/pool" | tee "$LOG/mutate" | sed 's/^/# /'
 	sent=$(sed -n 's/^sent \([0-9]*\) mutated .*/\1/p' "$LOG/mutate")
-	touch "$LOG/stop"
 	kill -0 $xcli 2>/dev/null && kill -0 $xsrv 2>/dev/null && alive=yes
 	kill $xsrv $xcli 2>/dev/null
 	wait $xsrv $xcli
-	wait $steady
+	steady_stop
 	ktap_print_msg "attacked connection still running at the end: $alive;" \
 		"mroce0 rx_dropped $before -> $(counter mroce0 rx_dropped)," \
 		"rx_out_of_window $(counter mroce0 rx_out_of_window), rx_bad_header $(counter mroce0 rx_bad_header)," \
 		"ns_rx_malformed $(counter mroce0 ns_rx_malformed), rx_wrong_src $(counter mroce0 rx_wrong_src)"
-	runs=$(grep -cx 0 "$LOG/steady") bad=$(grep -vcx '0\|R' "$LOG/steady")
-	starved=$(grep -cx R "$LOG/steady")
-	ktap_print_msg "other connection: $runs content-checked ping-pongs of 100 x 64 KiB ok," \
-		"$starved ran out of retries, $bad failed otherwise (rx_inbox_full $(counter mroce0 rx_inbox_full))"
-	[ "$bad" = 0 ] && [ "$runs" -ge 2 ] && [ "$starved" -le 1 ] ||
-		{ fail "the other connection was disturbed"; return; }
+	steady_verdict 2 || { fail "the other connection was disturbed"; return; }
 	[ "${sent:-0}" -ge "$MUTATION_FLOOR" ] ||
 		{ fail "only ${sent:-0} mutated datagrams sent (at least $MUTATION_FLOOR wanted)"; return; }
 	[ "$(counter mroce0 rx_dropped)" -gt "$before" ] || { fail "no mutated datagram was counted as dropped"; return; }
@@ -267,10 +296,9 @@ test_mutations() {
 # spec says, moves only its own QP to ERR, writes no byte anywhere, and the connection
 # still carries a new QP pair byte-exact.
 test_forged_data() {
-	local target steady plan=$LOG/plan go=$LOG/go naks0 dropped0 window0 window rc runs bad local peer
-	rm -f "$plan" "$go" "$LOG/stop" "$LOG/steady"
-	steady_pingpongs &
-	steady=$!
+	local target plan=$LOG/plan go=$LOG/go naks0 dropped0 window0 window rc other local peer
+	rm -f "$plan" "$go"
+	steady_start || return
 	naks0=$(counter mroce0 tx_naks)
 	dropped0=$(counter mroce0 rx_dropped)
 	window0=$(counter mroce1 rx_out_of_window)
@@ -278,7 +306,7 @@ test_forged_data() {
 		mroce0 $IPA mroce1 $IPB "$plan" "$go" > "$LOG/target" 2>&1 &
 	target=$!
 	busywait 120000 test -e "$plan" && connected ||
-		{ touch "$LOG/stop" "$go"; wait $target $steady; cat "$LOG/target" | sed 's/^/#   /';
+		{ touch "$LOG/stop" "$go"; wait $target $STEADY; cat "$LOG/target" | sed 's/^/#   /';
 		  fail "the target did not come up"; return; }
 	read -r local peer <<< "$(ids)"
 	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
@@ -287,21 +315,19 @@ test_forged_data() {
 	touch "$go"
 	wait $target
 	rc=$?
-	touch "$LOG/stop"
-	wait $steady
+	steady_stop
 	sed 's/^/# /' "$LOG/target"
-	runs=$(grep -cx 0 "$LOG/steady") bad=$(grep -vcx 0 "$LOG/steady")
 	window=$(($(counter mroce1 rx_out_of_window) - window0))
 	ktap_print_msg "mroce0 tx_naks +$(($(counter mroce0 tx_naks) - naks0))," \
 		"rx_dropped +$(($(counter mroce0 rx_dropped) - dropped0));" \
-		"mroce1 rx_out_of_window +$window;" \
-		"other connection: $runs content-checked ping-pongs ok, $bad failed"
+		"mroce1 rx_out_of_window +$window"
+	steady_verdict 1; other=$?
 	[ $rc = 0 ] || { fail "forged_data.py: exit $rc"; return; }
 	# The victim's ACKs report the forged PSNs it holds; the peer must not drop them
 	# (spec [MR-SACK-22]: before, it dropped every one and the connection stalled).
 	[ "$window" = 0 ] ||
 		{ fail "mroce1 dropped packets of mroce0 as out of window"; return; }
-	[ "$bad" = 0 ] && [ "$runs" -ge 1 ] || { fail "the other connection was disturbed"; return; }
+	[ $other = 0 ] || { fail "the other connection was disturbed"; return; }
 	# 11 classes are NAKed (RNR for one); 3 get an error status in their response.
 	[ $(($(counter mroce0 tx_naks) - naks0)) -ge 11 ] || { fail "too few NAKs"; return; }
 	busywait 30000 no_rc_qps || { fail "RC QPs left"; return; }
@@ -358,25 +384,21 @@ conn_up() { [ "$(counter mroce0 conns_open)" -ge 1 ]; }
 # other_conns: mroce0's connections to anyone but the second address's peer (debugfs).
 other_conns() { grep -E '^conn 0x[0-9a-f]+ to ' $DBG/mroce0/conns | grep -v " to $IPB2 "; }
 test_spoofed_opens() {
-	local steady opened slab0 slab1 dropped0 dropped1 runs bad spoofed
-	rm -f "$LOG/stop" "$LOG/steady"
-	steady_pingpongs &
-	steady=$!
-	busywait 60000 conn_up || { touch "$LOG/stop"; wait $steady; fail "no ping-pong connection"; return; }
+	local opened slab0 slab1 dropped0 dropped1 runs spoofed
+	steady_start || return
+	busywait 60000 conn_up || { steady_stop; fail "no ping-pong connection"; return; }
 	opened=$(counter mroce0 conns_opened) slab0=$(slab_kib)
 	dropped0=$(($(counter mroce0 rx_no_conn) + $(counter mroce0 rx_open_limited)))
 	ip netns exec "$NSB" timeout -k 5 600 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
 		$IPA 0 0 spoofed_opens "$SPOOFED_OPENS" 1000 | sed 's/^/# /'
 	dropped1=$(($(counter mroce0 rx_no_conn) + $(counter mroce0 rx_open_limited)))
 	spoofed=$(other_conns)
-	touch "$LOG/stop"
-	wait $steady
+	steady_stop
 	slab1=$(slab_kib)
-	runs=$(wc -l < "$LOG/steady") bad=$(grep -vcx 0 "$LOG/steady")
+	runs=$(wc -l < "$LOG/steady")
 	ktap_print_msg "rx_no_conn + rx_open_limited $dropped0 -> $dropped1 (rx_open_limited $(counter mroce0 rx_open_limited));" \
-		"conns_opened $opened -> $(counter mroce0 conns_opened); slab $slab0 -> $slab1 KiB;" \
-		"other connection: $runs ping-pongs, $bad failed"
-	[ "$bad" = 0 ] && [ "$runs" -ge 1 ] || { fail "the ping-pongs were disturbed"; return; }
+		"conns_opened $opened -> $(counter mroce0 conns_opened); slab $slab0 -> $slab1 KiB"
+	steady_verdict 1 || { fail "the ping-pongs were disturbed"; return; }
 	# Each ping-pong may open the second addresses' connection anew; nothing else may.
 	[ $(($(counter mroce0 conns_opened) - opened)) -le "$runs" ] && [ -z "$spoofed" ] ||
 		{ fail "a spoofed OPEN created a connection: $spoofed"; return; }

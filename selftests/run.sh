@@ -20,5 +20,7 @@ fi
 # The whole run takes 1,400 to 2,200 s on these machines (2 cores, TCG); CI allows 90 min.
 # KASAN and its shadow memory make the sanitizer kernel's run slower still.
 # The tests' knobs, when set here, reach the guest (see each test's header).
-export VM_ENV="FAULT_ROUNDS CM_MADS RING_SEEDS RING_SECONDS MUTATIONS MUTATION_SECONDS MUTATION_FLOOR SPOOFED_OPENS METAROCE_PARAMS PROG_TIMEOUT COMPLY_ARGS"
+# The compiled helpers (selftests/Makefile), on the host: the guest shares its root.
+make -s -C selftests || { echo "selftests: building the helpers (selftests/Makefile) failed" >&2; exit 1; }
+export VM_ENV="FAULT_ROUNDS CM_MADS RING_SEEDS RING_SECONDS MUTATIONS MUTATION_SECONDS MUTATION_FLOOR SPOOFED_OPENS METAROCE_PARAMS PROG_TIMEOUT COMPLY_ARGS KTAP_ONLY"
 tools/vm-run "${flavour[@]}" -m $mem --kmemleak -t "${SELFTESTS_TIMEOUT:-4800}" "selftests/run_tests.sh $*"
