@@ -55,8 +55,8 @@ pub mod wire;
 mod wr;
 
 pub use conn::{
-    stream_start, Config, ConnState, Connection, PostError, QpArray, QpSlot, QpStore, RxDrop,
-    Stats, DEFAULT_PACING_GAIN, MAX_PACING_GAIN, MAX_PATH_BURST,
+    rto_from_local_ack_timeout, stream_start, Config, ConnState, Connection, PostError, QpArray,
+    QpSlot, QpStore, RxDrop, Stats, DEFAULT_PACING_GAIN, MAX_PACING_GAIN, MAX_PATH_BURST,
 };
 pub use conn::{Payload, Transmit};
 pub use event::{Completion, Event, ResponderError, WcOpcode, WcStatus};

@@ -42,8 +42,7 @@ fn driver_config() -> Config {
     c.paths = 8;
     c.mtu = 1392;
     c.aimd = AimdConfig::for_mss(1392);
-    c.rto_initial_ns = 67_000_000;
-    c.rto_min_ns = 16_700_000;
+    (c.rto_initial_ns, c.rto_min_ns) = metaroce_proto::rto_from_local_ack_timeout(14);
     c.ack_every = 8;
     c.ack_delay_ns = 2_000_000;
     c

@@ -10,7 +10,7 @@
 
 use crate::driver::MAX_QP;
 use kernel::prelude::*;
-use metaroce_proto::{cc::Aimd, Config, Connection, QpSlot, QpStore};
+use metaroce_proto::{cc::Aimd, rto_from_local_ack_timeout, Config, Connection, QpSlot, QpStore};
 use rdma::qp::QpAttributes;
 
 /// Data packets a receiver acknowledges at once. ACKs cost a software transport
@@ -24,26 +24,6 @@ pub(crate) const ACK_EVERY: u32 = 8;
 /// holds it back a quarter of the shortest retransmission timeout at most, and adds it
 /// to the RTO.
 pub(crate) const ACK_DELAY_NS: u64 = 2_000_000;
-
-/// The retransmission timer from the verbs "local ACK timeout" (`4.096 us << timeout`,
-/// 0 meaning infinite): the initial RTO is that timeout, as the IB spec has it, and the
-/// adaptive RTO never goes below a quarter of it (perftest's 14 gives 67 ms and
-/// 16.8 ms); the core lets the RTO grow to 8 times it. A software transport's
-/// queues grow by milliseconds within one round trip when a window opens (more so in
-/// an emulated VM), faster than the RTT estimate follows: a shorter floor
-/// retransmitted up to 9% of the data of a 64 KiB `ib_write_bw` spuriously. Losses
-/// are recovered from SACK well before that.
-fn rto_from_local_ack_timeout(timeout: u8) -> (u64, u64) {
-    const DEFAULT: u8 = 14;
-    let t = if timeout == 0 {
-        DEFAULT
-    } else {
-        timeout.min(24)
-    };
-    let ns = 4096u64 << t;
-    let initial = ns.clamp(1_000_000, 1_000_000_000);
-    (initial, (ns / 4).clamp(100_000, 40_000_000))
-}
 
 /// The most QPs one connection carries (a device's `max_qp`).
 pub(crate) const MAX_QPS_PER_CONN: usize = MAX_QP as usize;
@@ -105,8 +85,8 @@ pub(crate) fn config(id: u32, mtu: u32, attrs: &QpAttributes) -> Config {
 }
 
 /// A QP's retry budget and retransmission timer from its verbs attributes: the
-/// `retry_cnt`, and the initial and smallest RTO in ns
-/// ([`rto_from_local_ack_timeout`]).
+/// `retry_cnt`, and the initial and smallest RTO in ns from its local ACK timeout
+/// ([`rto_from_local_ack_timeout`]: the IB spec's timeout, floored at a quarter of it).
 pub(crate) fn retransmission(attrs: &QpAttributes) -> (u8, u64, u64) {
     let (initial, min) = rto_from_local_ack_timeout(attrs.timeout);
     (attrs.retry_cnt, initial, min)

@@ -19,7 +19,9 @@ mod tests;
 mod tx;
 mod undo;
 
-pub use config::{Config, DEFAULT_PACING_GAIN, MAX_PACING_GAIN, MAX_PATH_BURST};
+pub use config::{
+    rto_from_local_ack_timeout, Config, DEFAULT_PACING_GAIN, MAX_PACING_GAIN, MAX_PATH_BURST,
+};
 pub use rx::RxDrop;
 pub use store::{QpArray, QpSlot, QpStore};
 pub use tx::{Payload, Transmit};
