@@ -220,7 +220,10 @@ mod tests {
         // 4.096 us << 14 = 67.1 ms; a quarter of it is the floor.
         assert_eq!(rto_from_local_ack_timeout(14), (67_108_864, 16_777_216));
         // 0 means infinite in verbs: taken as 14.
-        assert_eq!(rto_from_local_ack_timeout(0), rto_from_local_ack_timeout(14));
+        assert_eq!(
+            rto_from_local_ack_timeout(0),
+            rto_from_local_ack_timeout(14)
+        );
     }
 
     #[test]
