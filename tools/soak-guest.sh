@@ -70,17 +70,30 @@ rc_run() {
 		mroce0 mroce1 --seed "$((0x50a6 + $1))" --batches 8 --atomics 50
 }
 
+# cm_dreqs: the rdma_cm disconnects so far, as the IB CM counts them: DREQs the
+# client's device sent and resent, DREQs the server's device received.
+cm_dreq() { cat "/sys/class/infiniband/$1/ports/1/$2/dreq"; }
+cm_dreqs() {
+	echo "sent $(cm_dreq mroce1 cm_tx_msgs), resent $(cm_dreq mroce1 cm_tx_retries)," \
+		"received $(cm_dreq mroce0 cm_rx_msgs)"
+}
+
 rping_run() {
-	local port=$((20000 + $1 % 2000)) srv cli_rc srv_rc
-	ip netns exec "$NSA" timeout 300 rping -s -a $IPA -p $port -C 500 -V -S 1024 &
+	local port=$((20000 + $1 % 2000)) srv cli_rc srv_rc t0 t1
+	# The server ends on the client's disconnect (a DREQ), after the client: it may
+	# take two minutes past the client's limit.
+	ip netns exec "$NSA" timeout 420 rping -s -a $IPA -p $port -C 500 -V -S 1024 &
 	srv=$!
 	await_cm_listen $port
+	t0=$SECONDS
 	ip netns exec "$NSB" timeout 300 rping -c -a $IPA -p $port -C 500 -V -S 1024
 	cli_rc=$?
+	t1=$SECONDS
 	wait $srv
 	srv_rc=$?
 	[ $cli_rc = 0 ] && [ $srv_rc = 0 ] && return 0
-	echo "rping: client exit $cli_rc, server exit $srv_rc (124: timed out)"
+	echo "rping: client exit $cli_rc after $((t1 - t0)) s, server exit $srv_rc $((SECONDS - t1)) s after it (124: timed out)"
+	echo "rping: CM DREQs in this soak: $(cm_dreqs) (one per run)"
 	return 1
 }
 
@@ -109,7 +122,7 @@ fails() { wc -l < "$LOG/$1.fail"; }
 mib=$(grep -ho '[A-Z_]* [0-9.]* MiB' "$LOG/rc.all" 2>/dev/null | awk '{ s += $2 } END { printf "%.1f", s }')
 echo "# rc_integrity.py: $(runs rc) runs, $(fails rc) failed; $mib MiB moved and checked byte for byte"
 pings=$(($(runs rping) * 500))
-echo "# rping -V: $(runs rping) runs, $(fails rping) failed; $pings pings of 1 KiB validated ($((pings / 1024)) MiB)"
+echo "# rping -V: $(runs rping) runs, $(fails rping) failed; $pings pings of 1 KiB validated ($((pings / 1024)) MiB); CM DREQs $(cm_dreqs)"
 echo "# ib_send_bw -c UD: $(runs ud) runs, $(fails ud) failed"
 echo "# ib_write_bw -q 2: $(runs write) runs, $(fails write) failed"
 for n in rc rping ud write; do
