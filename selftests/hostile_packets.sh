@@ -19,9 +19,8 @@
 #   (default 240: beside the ping-pongs a 2-CPU TCG guest takes 600 to 800 a second
 #   from selftests/mutate.c, so CI sends 150,000 to 190,000), and at least
 #   MUTATION_FLOOR (default 50,000: fewer means the attacker was starved and tested
-#   little);
-#   SPOOFED_OPENS (20,000),
-#   CM_MADS (20,000, about 450 a second). selftests/run.sh passes them into the VM.
+#   little); SPOOFED_OPENS (20,000), CM_MADS (20,000, about 450 a second).
+#   selftests/run.sh passes them into the VM.
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
@@ -255,11 +254,11 @@ test_mutations() {
 	ip netns exec "$NSA" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce0 -g "$GA" \
 		-p $PORT -n 100000000 -e > "$LOG/srv" 2>&1 &
 	xsrv=$!
-	busywait 30000 listening "$NSA" $PORT || { touch "$LOG/stop"; kill $xsrv; fail "server did not listen"; return; }
+	busywait 30000 listening "$NSA" $PORT || { kill $xsrv; steady_stop; fail "server did not listen"; return; }
 	ip netns exec "$NSB" timeout $((MUTATION_SECONDS + 200)) ibv_rc_pingpong -d mroce1 -g "$GB" \
 		-p $PORT -n 100000000 -e $IPA > "$LOG/cli" 2>&1 &
 	xcli=$!
-	busywait 60000 connected || { touch "$LOG/stop"; kill $xsrv $xcli; fail "no connection"; return; }
+	busywait 60000 connected || { kill $xsrv $xcli; steady_stop; fail "no connection"; return; }
 	read -r local peer <<< "$(ids)"
 	before=$(counter mroce0 rx_dropped)
 	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
@@ -307,7 +306,7 @@ test_forged_data() {
 		mroce0 $IPA mroce1 $IPB "$plan" "$go" > "$LOG/target" 2>&1 &
 	target=$!
 	busywait 120000 test -e "$plan" && connected ||
-		{ touch "$LOG/stop" "$go"; wait $target $STEADY; cat "$LOG/target" | sed 's/^/#   /';
+		{ touch "$go"; wait $target; steady_stop; cat "$LOG/target" | sed 's/^/#   /';
 		  fail "the target did not come up"; return; }
 	read -r local peer <<< "$(ids)"
 	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
