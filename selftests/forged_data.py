@@ -228,9 +228,13 @@ def dump_connections():
            'rx_dropped rto_expired tx_floors; do echo $c $(cat $d/ports/1/hw_counters/$c); '
            'done); head -c 4000 /sys/kernel/debug/metaroce/$d/conns; '
            'head -c 4000 /sys/kernel/debug/metaroce/$d/paths; done')
-    out = subprocess.run(['nsenter', '--mount=/proc/1/ns/mnt', 'sh', '-c', cmd],
-                         capture_output=True, text=True, timeout=10, check=False)
-    for line in (out.stdout + out.stderr).splitlines():
+    try:
+        out = subprocess.run(['nsenter', '--mount=/proc/1/ns/mnt', 'sh', '-c', cmd],
+                             capture_output=True, text=True, timeout=60, check=False)
+        text = out.stdout + out.stderr
+    except (OSError, subprocess.SubprocessError) as err:
+        text = f'no dump: {err}'
+    for line in text.splitlines():
         print(f'  {line}')
 
 

@@ -34,8 +34,12 @@ LOG=$(mktemp -d /tmp/hostile.XXXXXX)
 DBG=/sys/kernel/debug/metaroce
 trap perftest_cleanup EXIT
 
-# ids: "LOCAL PEER" connection ids of mroce0's connection to $IPB.
-ids() { sed -n "s/^conn \(0x[0-9a-f]*\) to $IPB (peer \(0x[0-9a-f]*\)).*/\1 \2/p" $DBG/mroce0/conns | head -1; }
+# ids: "LOCAL PEER" connection ids of mroce0's live connection to $IPB (one closing
+# after an earlier case may still be listed).
+ids() {
+	sed -n "/dead=false closed=false/s/^conn \(0x[0-9a-f]*\) to $IPB (peer \(0x[0-9a-f]*\)).*/\1 \2/p" \
+		$DBG/mroce0/conns | head -1
+}
 connected() { local i; i=$(ids); [ -n "$i" ] && [ "${i#* }" != 0x00000000 ]; }
 
 # attack CASE ROUNDS: forged datagrams of CASE at mroce0 while a ping-pong runs. The
@@ -309,8 +313,9 @@ test_forged_data() {
 		{ touch "$go"; wait $target; steady_stop; cat "$LOG/target" | sed 's/^/#   /';
 		  fail "the target did not come up"; return; }
 	read -r local peer <<< "$(ids)"
-	ip netns exec "$NSB" timeout 60 /usr/bin/python3 "$(dirname "$0")/hostile_packets.py" \
-		$IPA "$local" "$peer" data "$plan" | sed 's/^/# /'
+	ktap_print_msg "forging on mroce0's conn $local (peer $peer)"
+	ip netns exec "$NSB" timeout 60 /usr/bin/python3 -u "$(dirname "$0")/hostile_packets.py" \
+		$IPA "$local" "$peer" data "$plan" 2>&1 | sed 's/^/# /'
 	sleep 2
 	touch "$go"
 	wait $target
