@@ -28,7 +28,7 @@ use kernel::{
 };
 use metaroce_proto::{
     constants::UDP_PORT,
-    wire::{UdHeader, MAX_UD_HEADER_LEN},
+    wire::{grh_area, UdHeader, GRH_LEN, MAX_UD_HEADER_LEN},
 };
 use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_GRH, WC_WITH_IMM},
@@ -45,8 +45,6 @@ use rdma::{
 const RDMA_NETWORK_IPV4: u8 = 2;
 const RDMA_NETWORK_IPV6: u8 = 3;
 
-/// Bytes of the GRH area at the start of every UD receive buffer.
-const GRH_LEN: usize = 40;
 /// A Q_Key with this bit set in a send WQE means "the QP's own Q_Key".
 const QKEY_USE_QP: u32 = 0x8000_0000;
 
@@ -299,7 +297,13 @@ fn deliver(
     payload: &[u8],
 ) -> Option<()> {
     let qp = accepting_qp(dev, h).ok()?;
-    let grh = grh(rx);
+    let info = rx.info();
+    let grh = grh_area(
+        info.src.ip(),
+        info.dst.ip(),
+        info.ecn as u8,
+        rx.payload().len(),
+    );
     let len = GRH_LEN + payload.len();
     let mut wc_flags = WC_GRH;
     if h.imm.is_some() {
@@ -362,57 +366,4 @@ fn deliver(
     }
     let _ = qp.push_recv(&done(wqe.wr_id, status), h.solicited);
     Some(())
-}
-
-/// The GRH area of a received datagram as verbs defines it for RoCE v2: for IPv4, 20
-/// zero bytes and the IPv4 header; for IPv6, the IPv6 header.
-fn grh(rx: &Received<'_>) -> [u8; GRH_LEN] {
-    let info = rx.info();
-    let mut g = [0u8; GRH_LEN];
-    let tos = info.ecn as u8;
-    let udp_len = 8 + rx.payload().len();
-    match (info.src.ip(), info.dst.ip()) {
-        (IpAddr::V4(s), IpAddr::V4(d)) => {
-            let total = (20 + udp_len).min(u16::MAX as usize) as u16;
-            let ip = &mut g[20..];
-            ip[0] = 0x45;
-            ip[1] = tos;
-            ip[2..4].copy_from_slice(&total.to_be_bytes());
-            ip[6] = 0x40; // don't fragment
-            ip[8] = 64;
-            ip[9] = 17;
-            ip[12..16].copy_from_slice(&s.octets());
-            ip[16..20].copy_from_slice(&d.octets());
-            let sum = checksum(ip);
-            ip[10..12].copy_from_slice(&sum.to_be_bytes());
-        }
-        (IpAddr::V6(s), IpAddr::V6(d)) => {
-            let word = (6u32 << 28) | (u32::from(tos) << 20);
-            g[0..4].copy_from_slice(&word.to_be_bytes());
-            g[4..6].copy_from_slice(&(udp_len.min(u16::MAX as usize) as u16).to_be_bytes());
-            g[6] = 17;
-            g[7] = 64;
-            g[8..24].copy_from_slice(&s.octets());
-            g[24..40].copy_from_slice(&d.octets());
-        }
-        _ => {}
-    }
-    g
-}
-
-/// The IPv4 header checksum of `hdr` (20 bytes, checksum field zero).
-fn checksum(hdr: &[u8]) -> u16 {
-    let mut sum: u32 = hdr
-        .chunks(2)
-        .map(|c| {
-            u32::from(u16::from_be_bytes([
-                c.first().copied().unwrap_or(0),
-                c.get(1).copied().unwrap_or(0),
-            ]))
-        })
-        .sum();
-    while sum > 0xffff {
-        sum = (sum & 0xffff) + (sum >> 16);
-    }
-    !(sum as u16)
 }
