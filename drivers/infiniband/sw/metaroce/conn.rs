@@ -16,6 +16,10 @@
 //! binds after a quiet second, it answered none. A closed connection is out of its
 //! device's lookups (no datagram reaches it, no QP binds to it), its QPs are in the
 //! error state, and it goes with the last of them (spec [MR-CONN-14]).
+//!
+//! This file holds the context and its run loop; `steer.rs` where and when it runs
+//! (doorbells, receive, the work item's CPU), `liveness.rs` whether the peer is there,
+//! `xmit.rs` the datagrams it sends and `view.rs` what it shows of itself.
 
 use crate::bound::Bound;
 use crate::driver::MetaRoceDriver;
@@ -24,8 +28,6 @@ use crate::trace;
 use crate::transport::{retransmission, Conn, QpSlots, MAX_QPS_PER_CONN};
 use core::net::IpAddr;
 use kernel::{
-    alloc::flags::__GFP_NOWARN,
-    cpu::CpuId,
     impl_has_hr_timer, impl_has_work, new_spinlock_irq, new_work,
     prelude::*,
     sync::{
@@ -40,7 +42,7 @@ use kernel::{
         },
         Delta, Monotonic,
     },
-    workqueue::{self, Work, WorkItem},
+    workqueue::{Work, WorkItem},
 };
 use metaroce_proto::{
     constants::MIN_TRANSMIT_BUF, Config, ConnState as CoreState, Connection, Event,
@@ -54,8 +56,14 @@ use rdma::{
     udp::{Ecn, OwnedDatagram, RouteCache},
 };
 
+mod liveness;
+mod steer;
 mod view;
 mod xmit;
+
+use liveness::Probe;
+pub(crate) use liveness::QUIET_NS;
+use steer::{NO_CPU, STREAM_BATCH};
 
 /// Received datagrams a connection buffers between two runs of its work item, at most.
 const INBOX_LEN: usize = 1024;
@@ -68,18 +76,6 @@ const INBOX_MIN: usize = 16;
 
 /// The shortest timer delay, for deadlines already due.
 const MIN_TIMER_NS: u64 = 1_000;
-
-/// A peer not heard from for this long is probed before a QP binds to its connection:
-/// it may have restarted (spec [MR-CONN-14]).
-pub(crate) const QUIET_NS: u64 = 1_000_000_000;
-
-/// Probes of a peer, this far apart; the peer is gone when it answered none of
-/// [`PROBES`] by the time the next would go.
-const PROBE_INTERVAL_NS: u64 = 100_000_000;
-const PROBES: u8 = 3;
-
-/// How long [`ConnCtx::probe_and_wait`] waits for a verdict at most.
-const PROBE_WAIT_NS: u64 = (PROBES as u64 + 2) * PROBE_INTERVAL_NS;
 
 /// Counters of one connection's driver side.
 pub(crate) struct ConnCounters {
@@ -95,15 +91,6 @@ impl ConnCounters {
             runs: Atomic::new(0),
         }
     }
-}
-
-/// A probe of the peer in progress ([`ConnCtx::watch_peer`]).
-#[derive(Clone, Copy)]
-struct Probe {
-    /// Probes sent.
-    sent: u8,
-    /// When the next goes, or the peer is found gone.
-    next_at: CoreInstant,
 }
 
 /// What only the serialized context touches (the state under [`ConnCtx::state`]).
@@ -187,16 +174,6 @@ pub(crate) struct ConnCtx {
     #[pin]
     timer: HrTimer<ConnCtx>,
 }
-
-/// [`ConnCtx::app_cpu`] while the connection does not stream.
-const NO_CPU: u32 = u32::MAX;
-
-/// Datagrams received and sent in one run from which a connection carries a stream.
-const STREAM_BATCH: usize = 4;
-
-/// Outstanding send work requests from which a QP's doorbell leaves the transmission
-/// to the work item on another CPU ([`ConnCtx::doorbell`]).
-const STREAMING_DEPTH: u64 = 4;
 
 impl_has_work! {
     impl HasWork<Self> for ConnCtx { self.work }
@@ -311,29 +288,6 @@ impl ConnCtx {
         st.clock
     }
 
-    /// Queues the work item (no-op if it is already queued) on the high-priority
-    /// bottom-half workqueue: it runs in softirq context, like a tasklet, without
-    /// waiting for a worker thread to be scheduled.
-    ///
-    /// It runs on the CPU that queues it, except in a stream. While a QP streams, it
-    /// runs on the CPU after the application's, so that receive, timers and
-    /// transmission leave the application its CPU (veth, for one, receives on the
-    /// sending CPU). While the connection carries a stream otherwise (the receiver of
-    /// a WRITE or SEND, the responder of a READ), it runs on the CPU after the one
-    /// that queues it (that received) if that CPU runs a user task (a SEND receiver
-    /// polling for its receives): it would take that task's time. On a CPU that runs
-    /// no user task it stays, sparing a cross-CPU kick per run.
-    pub(crate) fn kick(self: &Arc<Self>) {
-        let queue = workqueue::system_bh_highpri();
-        let busy = || self.in_stream.load(Relaxed) && rdma::work::cpu_runs_user_task();
-        let home =
-            CpuId::from_u32(self.app_cpu.load(Relaxed)).or_else(|| busy().then(CpuId::current));
-        let _ = match home {
-            Some(cpu) => rdma::work::enqueue_after::<Arc<Self>, 0>(queue, cpu, self.clone()),
-            None => queue.enqueue::<Arc<Self>, 0>(self.clone()),
-        };
-    }
-
     /// A run of the connection for one of its work items.
     fn run_queued(self: &Arc<Self>) {
         self.run_locked(&mut self.state.lock());
@@ -348,135 +302,10 @@ impl ConnCtx {
         }
     }
 
-    /// The send doorbell of QP `id`: the QP's new WQEs are for the core to take.
-    ///
-    /// A QP with few requests outstanding runs the connection now, in the caller's
-    /// context: a request-response exchange pays no queueing. A QP that keeps
-    /// [`STREAMING_DEPTH`] or more outstanding is streaming: the doorbell queues the
-    /// work item on the CPU after the application's ([`Self::kick`]), so the
-    /// application goes on posting while another CPU transmits, and the doorbells rung
-    /// meanwhile cost one run.
-    ///
-    /// While the connection streams, a doorbell that finds it running (its work item
-    /// on the other CPU) does not wait for that run: it flags the connection for the
-    /// next one and queues the work item, and the application goes back to posting.
-    pub(crate) fn doorbell(self: &Arc<Self>, dev: &Device<MetaRoceDriver>, id: QpId) {
-        let mut st = match self.state.try_lock() {
-            Some(st) => st,
-            None if self.app_cpu.load(Relaxed) != NO_CPU => {
-                self.rung.store(true, Relaxed);
-                self.kick();
-                return;
-            }
-            None => self.state.lock(),
-        };
-        let mut streaming = false;
-        if let Some(b) = st.qps.get_mut(id.index()).and_then(Option::as_mut) {
-            b.mark_send_pending();
-            streaming = b.outstanding() >= STREAMING_DEPTH;
-        }
-        if streaming {
-            drop(st);
-            self.app_cpu.store(CpuId::current().as_u32(), Relaxed);
-            self.kick();
-            return;
-        }
-        self.app_cpu.store(NO_CPU, Relaxed);
-        self.drive(dev, &mut st);
-    }
-
-    /// Takes a received datagram (softirq context); `awaited` if its sender waits on
-    /// what it triggers ([`metaroce_proto::wire::Header::is_awaited`]).
-    ///
-    /// The work item runs the connection after the current receive batch: one run per
-    /// batch ([`Self::kick`]). An awaited datagram of a connection that carries no
-    /// stream (a request-response exchange: the ACK asked for, the response or the
-    /// acknowledgement a lone work request waits on) is handled now, unless another
-    /// CPU runs the connection: a round trip pays no queueing. The body of a stream
-    /// waits for the batch, as do the ACKs and responses of a streaming QP.
-    ///
-    /// The work item is queued under the inbox's lock: once [`Self::shutdown`] has set
-    /// [`Self::shut`] under it, no receive queues the work again after the flush.
-    ///
-    /// A full inbox doubles (an atomic allocation) up to [`INBOX_LEN`] datagrams; the
-    /// datagram is dropped, and counted as `rx_inbox_full`, when it holds that many or
-    /// the allocation fails.
-    pub(crate) fn deliver(self: &Arc<Self>, d: OwnedDatagram, awaited: bool) {
-        let mut inbox = self.inbox.lock();
-        if self.shut.load(Relaxed) {
-            return;
-        }
-        let len = inbox.len();
-        if len == inbox.capacity() && len < INBOX_LEN {
-            // The push below drops the datagram if this fails (no warning: it is
-            // counted).
-            let more = len.max(INBOX_MIN).min(INBOX_LEN - len);
-            let _ = inbox.reserve(more, GFP_ATOMIC | __GFP_NOWARN);
-        }
-        if inbox.push_within_capacity(d).is_err() {
-            self.counters.inbox_drops.fetch_add(1, Relaxed);
-        }
-        if awaited && !self.in_stream.load(Relaxed) && self.app_cpu.load(Relaxed) == NO_CPU {
-            drop(inbox);
-            if let Some(mut st) = self.state.try_lock() {
-                self.run_locked(&mut st);
-                return;
-            }
-            inbox = self.inbox.lock();
-            if self.shut.load(Relaxed) {
-                return;
-            }
-        }
-        self.kick();
-        drop(inbox);
-    }
-
     /// Whether the connection is closed (by its peer, or the peer is gone): the device
     /// routes no datagram to it and binds no QP to it.
     pub(crate) fn is_closed(&self) -> bool {
         self.closed.load(Relaxed)
-    }
-
-    /// The peer's connection id, 0 until learned.
-    pub(crate) fn peer_id(&self) -> u32 {
-        self.peer_id.load(Relaxed)
-    }
-
-    /// Whether the peer has shown that it knows our connection id (as of the last
-    /// run): the core refuses a `dst_conn` 0 packet from then on, and the receive path
-    /// drops it before queueing it (spec [MR-CONN-13]).
-    pub(crate) fn peer_knows_us(&self) -> bool {
-        self.peer_knows_us.load(Relaxed)
-    }
-
-    /// Nanoseconds since a datagram of the peer last reached the core.
-    pub(crate) fn quiet_ns(&self) -> u64 {
-        rdma::clock::local_ns().saturating_sub(self.heard_at.load(Relaxed))
-    }
-
-    /// Asks the connection to probe its peer, if it has not heard from it within a
-    /// probe interval (any context). A peer that answers none of the probes is gone:
-    /// the connection closes ([`Self::watch_peer`]).
-    pub(crate) fn probe_peer(self: &Arc<Self>) {
-        if self.is_closed() || self.probing.load(Relaxed) || self.quiet_ns() < PROBE_INTERVAL_NS {
-            return;
-        }
-        self.probe_req.store(true, Relaxed);
-        self.kick();
-    }
-
-    /// Probes the peer now and waits for the verdict (process context, sleeps up to
-    /// half a second): `true` if the peer is gone and the connection closed.
-    pub(crate) fn probe_and_wait(self: &Arc<Self>, dev: &Device<MetaRoceDriver>) -> bool {
-        self.probe_req.store(true, Relaxed);
-        self.drive(dev, &mut self.state.lock());
-        let start = rdma::clock::local_ns();
-        while (self.probe_req.load(Relaxed) || self.probing.load(Relaxed))
-            && rdma::clock::local_ns().saturating_sub(start) < PROBE_WAIT_NS
-        {
-            kernel::time::delay::fsleep(Delta::from_millis(5));
-        }
-        self.is_closed()
     }
 
     /// Binds `qp` (entering RTR) as a stream to the peer's `dest_qpn`.
@@ -680,61 +509,6 @@ impl ConnCtx {
             s.report(conn);
         }
         self.arm(st, now);
-    }
-
-    /// Notes what the peer sent, and probes it when asked to
-    /// ([`Self::probe_peer`]): a peer that answers none of [`PROBES`] probes sent
-    /// [`PROBE_INTERVAL_NS`] apart (while nothing else came from it either) is gone,
-    /// and the connection closes: its QPs are flushed and a CLOSE goes out (spec
-    /// [MR-CONN-14]).
-    fn watch_peer(
-        self: &Arc<Self>,
-        dev: &Device<MetaRoceDriver>,
-        now: CoreInstant,
-        st: &mut Serialized,
-    ) {
-        let s = st.conn.stats();
-        let valid = s.rx_packets.saturating_sub(s.rx_dropped);
-        let heard = valid != st.valid_rx;
-        if heard {
-            st.valid_rx = valid;
-            self.heard_at.store(rdma::clock::local_ns(), Relaxed);
-        }
-        let peer = st.conn.peer_conn_id();
-        if peer != 0 && self.peer_id() == 0 {
-            self.peer_id.store(peer, Relaxed);
-        }
-        self.peer_knows_us.store(st.conn.peer_knows_us(), Relaxed);
-        let asked = self.probe_req.load(Relaxed) && self.probe_req.xchg(false, Relaxed);
-        let stats = &dev.data().net().engine().stats;
-        // No probe without the peer's id, or once closing.
-        if peer == 0 || self.is_closed() || st.conn.state() != CoreState::Open {
-            st.probe = None;
-        } else if let Some(p) = st.probe {
-            if heard {
-                // The peer is there.
-                st.probe = None;
-            } else if now >= p.next_at && p.sent >= PROBES {
-                st.probe = None;
-                st.conn.close(0);
-                self.closed.store(true, Relaxed);
-                stats.conns_peer_gone.fetch_add(1, Relaxed);
-            } else if now >= p.next_at {
-                st.probe = Some(Probe {
-                    sent: p.sent + 1,
-                    next_at: now.add_nanos(PROBE_INTERVAL_NS),
-                });
-                self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
-            }
-        } else if asked && !heard {
-            st.probe = Some(Probe {
-                sent: 1,
-                next_at: now.add_nanos(PROBE_INTERVAL_NS),
-            });
-            stats.conn_probes.fetch_add(1, Relaxed);
-            self.send_probe(dev, &st.conn, &mut st.buf, &mut st.routes);
-        }
-        self.probing.store(st.probe.is_some(), Relaxed);
     }
 
     /// Notes whether the peer delivered data, and sets the rate hint of the ACKs to
