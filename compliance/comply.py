@@ -1113,10 +1113,10 @@ NOT_TESTABLE = {
     "PSN-3": "a peer cannot hold una back: a hole is declared lost reorder_threshold PSNs later "
              "and resolved by its retransmission (path/inflight.rs window_limit)",
     "PATH-11": "needs una 512 PSNs past the cumulative PSN the peer reports, which SACKs reach only "
-               "256 beyond: hundreds of the IUT's timeouts (conn/tests.rs path_floor_far_ahead_is_refused)",
+               "256 beyond: hundreds of the IUT's timeouts (conn/tests/rx.rs path_floor_far_ahead_is_refused)",
     "RTX-12": "whether the IUT had sent the data again when the late ACK came is its own timing "
-              "(conn/tests.rs late_packet_after_a_sack_loss_is_not_sent_again)",
-    "RTX-14": "needs the IUT's retry_cnt, as RTX-8 (conn/tests.rs late_acks_give_back_the_retry_budget)",
+              "(conn/tests/undo.rs late_packet_after_a_sack_loss_is_not_sent_again)",
+    "RTX-14": "needs the IUT's retry_cnt, as RTX-8 (conn/tests/ack.rs late_acks_give_back_the_retry_budget)",
     "SEC-1": "internal bounds", "SEC-5": "internal counters", "SEC-6": "internal counters",
     "SEC-8": "needs 20,000 OPEN datagrams a second", "SEC-9": "verbs: connection count",
 }
