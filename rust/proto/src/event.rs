@@ -100,6 +100,13 @@ pub enum Event {
         /// What was wrong with the request.
         error: ResponderError,
     },
+    /// The first request of the peer reached the QP's responder since the QP was
+    /// opened (verbs raises `IBV_EVENT_COMM_EST` for it on a QP still in RTR). It
+    /// comes before any completion the request causes on that QP.
+    FirstRequest {
+        /// The QP.
+        qp: QpId,
+    },
     /// A path was retired after repeated timeouts and its source port re-rolled.
     PathRetired {
         /// Path id.

@@ -247,7 +247,10 @@ impl MetaHost {
                     }
                 }
                 Event::PathRetired { .. } => self.stats.paths_retired += 1,
-                Event::QpError { .. } | Event::ResponderError { .. } | Event::Closed { .. } => {}
+                Event::QpError { .. }
+                | Event::ResponderError { .. }
+                | Event::FirstRequest { .. }
+                | Event::Closed { .. } => {}
             }
         }
     }

@@ -237,6 +237,7 @@ impl<T: Transport> Endpoint<T> {
                 Event::Closed { .. } => self.closed = true,
                 Event::QpError { .. }
                 | Event::ResponderError { .. }
+                | Event::FirstRequest { .. }
                 | Event::PathRetired { .. } => {}
             }
         }

@@ -448,8 +448,6 @@ impl Bound {
                     port_num: 1,
                     network_hdr_type: 0,
                 };
-                // A message without payload placed nothing before this.
-                self.request_arrived();
                 // The slot is released before the completion is visible, as rdma_rxe
                 // does: an application that reposts on seeing it finds room.
                 self.qp.rq_advance();
@@ -499,7 +497,8 @@ impl Bound {
         self.failed = true;
     }
 
-    /// A request of the peer reached this QP: in RTR, the first one raises
+    /// The peer's first request reached this QP (the core's
+    /// [`Event::FirstRequest`](metaroce_proto::Event::FirstRequest)): in RTR it raises
     /// `IB_EVENT_COMM_EST`, the connection manager's cue when its RTU is late.
     pub(crate) fn request_arrived(&mut self) {
         if self.comm_est_pending {

@@ -552,6 +552,11 @@ impl ConnCtx {
                         b.core_failed();
                     }
                 }
+                Event::FirstRequest { qp } => {
+                    if let Some(b) = qps.get_mut(qp.index()).and_then(Option::as_mut) {
+                        b.request_arrived();
+                    }
+                }
                 Event::ResponderError { qp, error } => {
                     if let Some(b) = qps.get(qp.index()).and_then(Option::as_ref) {
                         b.qp().data().counters.count_refused();

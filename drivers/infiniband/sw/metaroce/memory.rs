@@ -181,7 +181,6 @@ impl QpMemory<'_> {
         let total: usize = parts.iter().map(Source::len).sum();
         match dest {
             Dest::Remote { rkey, va } => {
-                b.request_arrived();
                 if !b.access().contains(Access::REMOTE_WRITE) {
                     return Err(MemError::Access);
                 }
@@ -199,7 +198,6 @@ impl QpMemory<'_> {
                     .map_err(|_| MemError::Access)
             }
             Dest::Recv { wr_id, offset } => {
-                b.request_arrived();
                 let sges = b.recv_sges(wr_id).map_err(|_| MemError::Operation)?;
                 place_list(dev, pd, sges.as_slice(), offset, &parts)
                     .map_err(|_| MemError::Operation)

@@ -6,7 +6,7 @@
 //!
 //= Documentation/metaroce/spec.rst#completion-ordering
 
-use super::qp::QpState;
+use super::qp::{FirstRequest, QpState};
 use super::store::{QpStore, QpStoreExt};
 use super::{Connection, QpId};
 use crate::cc::CongestionControl;
@@ -15,13 +15,17 @@ use crate::event::{Completion, Event, WcOpcode, WcStatus};
 use crate::psn::seq_diff;
 
 impl<C: CongestionControl, S: QpStore> Connection<C, S> {
-    /// Returns the next event: connection events first, then completions.
+    /// Returns the next event: the QPs' first requests of the peer, connection
+    /// events, then completions.
     ///
     /// A send work request completes once every segment is acknowledged (and
     /// for READ/atomics the whole response received) and every earlier one on
     /// its QP has completed. A receive completes once its message and every
     /// earlier message of the QP are placed.
     pub fn poll_event(&mut self) -> Option<Event> {
+        if let Some(qp) = self.next_first_request() {
+            return Some(Event::FirstRequest { qp });
+        }
         self.report_qp_errors();
         if self.ev_len > 0 {
             let e = self.events.get_mut(self.ev_head).and_then(|e| e.take());
@@ -36,6 +40,23 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 return Some(Event::Completion(c));
             }
         }
+        None
+    }
+
+    /// A QP whose peer's first request is not reported yet; it is reported now.
+    fn next_first_request(&mut self) -> Option<QpId> {
+        if !self.first_requests {
+            return None;
+        }
+        for i in 0..self.qps.len() {
+            if let Some(q) = self.qps.qp_mut(i) {
+                if q.first_request == FirstRequest::Arrived {
+                    q.first_request = FirstRequest::Reported;
+                    return Some(QpId(i as u16));
+                }
+            }
+        }
+        self.first_requests = false;
         None
     }
 

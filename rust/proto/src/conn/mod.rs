@@ -237,6 +237,9 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     /// QPs whose in-order delivery may progress since the last delivery pass.
     deliver: PendingDelivery,
     close_pending: Option<u32>,
+    /// A QP may have a first request of the peer to report
+    /// ([`Event::FirstRequest`]); false once a scan found none.
+    first_requests: bool,
     events: [Option<Event>; MAX_PENDING_EVENTS],
     ev_head: usize,
     ev_len: usize,
@@ -333,6 +336,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             naks <- init_array_from_fn(|_| None),
             deliver: PendingDelivery::None,
             close_pending: None,
+            first_requests: false,
             events <- init_array_from_fn(|_| None),
             ev_head: 0,
             ev_len: 0,
@@ -387,6 +391,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.naks.iter_mut().for_each(|n| *n = None);
         self.deliver = PendingDelivery::None;
         self.close_pending = None;
+        self.first_requests = false;
         self.events.iter_mut().for_each(|e| *e = None);
         self.ev_head = 0;
         self.ev_len = 0;

@@ -165,6 +165,9 @@ pub(crate) struct Qp {
     /// The request whose refusal failed the QP, until reported as
     /// [`Event::ResponderError`](crate::Event::ResponderError).
     pub(crate) responder_error: Option<ResponderError>,
+    /// Whether a request of the peer has reached the responder, and been reported
+    /// as [`Event::FirstRequest`](crate::Event::FirstRequest).
+    pub(crate) first_request: FirstRequest,
 
     // Requester.
     pub(crate) sq: [SendWr; MAX_SEND_WR],
@@ -362,6 +365,17 @@ impl Qp {
     }
 }
 
+/// The peer's first request to a QP's responder ([`Qp::first_request`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum FirstRequest {
+    /// None has come yet.
+    Awaited,
+    /// One came; not reported yet.
+    Arrived,
+    /// Reported.
+    Reported,
+}
+
 impl Qp {
     /// A free slot, built in place (a QP is about 20 KiB).
     pub(crate) fn init() -> impl Init<Self> {
@@ -382,6 +396,7 @@ impl Qp {
             error_reported: false,
             sq_flushing: false,
             responder_error: None,
+            first_request: FirstRequest::Awaited,
             sq <- init_array_from_fn(|_| SendWr::default()),
             sq_head: 0,
             next_msn: 0,
@@ -423,6 +438,7 @@ impl Qp {
         self.error_reported = false;
         self.sq_flushing = false;
         self.responder_error = None;
+        self.first_request = FirstRequest::Awaited;
         self.sq.iter_mut().for_each(|w| *w = SendWr::default());
         self.sq_head = 0;
         self.next_msn = 0;

@@ -9,7 +9,7 @@
 //!
 //= Documentation/metaroce/spec.rst#receive-validation
 
-use super::qp::{Qp, QpState, Response, RxKind, RxMsg};
+use super::qp::{FirstRequest, Qp, QpState, Response, RxKind, RxMsg};
 use super::store::{QpStore, QpStoreExt};
 use super::{ConnState, Connection, PendingDelivery, QpId};
 use crate::cc::CongestionControl;
@@ -372,6 +372,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             Some(true) => return Seg::Duplicate,
             None => return Seg::Drop,
             Some(false) => {}
+        }
+        // Accepted or refused below, a new request reached the responder.
+        if q.first_request == FirstRequest::Awaited {
+            q.first_request = FirstRequest::Arrived;
+            self.first_requests = true;
         }
         let last = h.flags.has(Flags::LAST);
         let md = seq_diff(s.msn, q.deliver_msn);

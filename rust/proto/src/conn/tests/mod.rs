@@ -160,6 +160,11 @@ impl Net {
         }
     }
 
+    /// Every event of side `i`, in order.
+    fn events(&mut self, i: usize) -> Vec<Event> {
+        core::iter::from_fn(|| self.c[i].poll_event()).collect()
+    }
+
     fn completions(&mut self, i: usize) -> Vec<crate::event::Completion> {
         let mut v = Vec::new();
         while let Some(e) = self.c[i].poll_event() {

@@ -260,14 +260,11 @@ fn responder_reports_the_refused_request_once() {
     n.c[0].post_send(qp, write(0, 100, 0xBAD)).unwrap();
     n.c[0].post_send(qp, write(1, 100, 0xBAD)).unwrap();
     n.settle();
-    let mut events = Vec::new();
-    while let Some(e) = n.c[1].poll_event() {
-        events.push(e);
-    }
     let peer = QpId(0);
     assert_eq!(
-        events,
+        n.events(1),
         [
+            Event::FirstRequest { qp: peer },
             Event::QpError {
                 qp: peer,
                 status: WcStatus::RemAccessErr
@@ -380,4 +377,47 @@ fn one_segment_binds_no_more_than_the_srq_window() {
     near[12..16].copy_from_slice(&psn.wrapping_add(1).to_be_bytes());
     let _ = n.c[1].handle_datagram(n.now, false, &near, &mut n.mem[1]);
     assert_eq!(n.mem[1].srq_taken, SRQ_CLAIM_WINDOW as u32);
+}
+
+#[test]
+fn the_first_request_is_reported_once_before_its_completion() {
+    let mut n = Net::new(1);
+    let qp = n.c[0].open_qp(1, 2).unwrap();
+    let rq = n.c[1].open_qp(2, 1).unwrap();
+    assert_eq!(n.events(1), []);
+    n.c[1].post_recv(rq, 7, 64).unwrap();
+    let send = |id| WorkRequest {
+        wr_id: id,
+        opcode: Opcode::Send,
+        len: 16,
+        ..Default::default()
+    };
+    n.c[0].post_send(qp, send(1)).unwrap();
+    n.settle();
+    let ev = n.events(1);
+    assert!(
+        matches!(ev.as_slice(), [Event::FirstRequest { qp }, Event::Completion(c)]
+            if *qp == rq && c.wr_id == 7),
+        "{ev:?}"
+    );
+    // Later requests, refused ones too, raise no second event.
+    n.c[1].post_recv(rq, 8, 64).unwrap();
+    n.c[0].post_send(qp, send(2)).unwrap();
+    n.c[0].post_send(qp, write(3, 16, 0xBAD)).unwrap();
+    n.settle();
+    let ev = n.events(1);
+    assert!(
+        !ev.iter().any(|e| matches!(e, Event::FirstRequest { .. })),
+        "{ev:?}"
+    );
+    // A refused first request counts: a new binding's first is a WRITE to no region.
+    let qp = n.c[0].open_qp(3, 4).unwrap();
+    let rq = n.c[1].open_qp(4, 3).unwrap();
+    n.c[0].post_send(qp, write(4, 16, 0xBAD)).unwrap();
+    n.settle();
+    let ev = n.events(1);
+    assert!(
+        matches!(ev.first(), Some(Event::FirstRequest { qp }) if *qp == rq),
+        "{ev:?}"
+    );
 }
