@@ -70,8 +70,9 @@ rc_run() {
 		mroce0 mroce1 --seed "$((0x50a6 + $1))" --batches 8 --atomics 50
 }
 
-# cm_dreqs: the rdma_cm disconnects so far, as the IB CM counts them: DREQs the
-# client's device sent and resent, DREQs the server's device received.
+# cm_dreq DEV GROUP: DEV's count of DREQs in the IB CM counter group GROUP.
+# cm_dreqs: the rdma_cm disconnects so far: DREQs the client's device sent and
+# resent, DREQs the server's device received.
 cm_dreq() { cat "/sys/class/infiniband/$1/ports/1/$2/dreq"; }
 cm_dreqs() {
 	echo "sent $(cm_dreq mroce1 cm_tx_msgs), resent $(cm_dreq mroce1 cm_tx_retries)," \

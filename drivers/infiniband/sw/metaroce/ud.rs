@@ -320,7 +320,7 @@ fn deliver(
         wc_flags,
         pkey_index: 0,
         port_num: 1,
-        network_hdr_type: match rx.info().src.ip() {
+        network_hdr_type: match info.src.ip() {
             IpAddr::V4(_) => RDMA_NETWORK_IPV4,
             IpAddr::V6(_) => RDMA_NETWORK_IPV6,
         },

@@ -65,7 +65,7 @@ pub fn grh_area(src: IpAddr, dst: IpAddr, ecn: u8, payload_len: usize) -> [u8; G
 /// The IPv4 header checksum of `hdr` (RFC 791: the ones' complement of the ones'
 /// complement sum of its 16-bit words); over a header whose checksum field is zero
 /// it is the value to put there, over a complete header it is zero.
-pub fn ipv4_checksum(hdr: &[u8]) -> u16 {
+fn ipv4_checksum(hdr: &[u8]) -> u16 {
     let mut sum: u32 = hdr
         .chunks(2)
         .map(|c| {

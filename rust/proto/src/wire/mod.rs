@@ -30,7 +30,7 @@ mod ud;
 pub use ack::{AckBlock, AckHeader};
 pub use control::{Control, ControlCode};
 pub use data::{DataExt, Status, StreamHeader};
-pub use grh::{grh_area, ipv4_checksum, GRH_LEN};
+pub use grh::{grh_area, GRH_LEN};
 pub use header::{Flags, Header, PacketType};
 pub use nak::{Nak, NakCode};
 pub use packet::{headers_len, AckRepr, Packet, PacketRepr};
