@@ -2,13 +2,11 @@
 # SPDX-License-Identifier: GPL-2.0
 """No import cycles between the files of a Rust crate (issue 33, issue 40).
 
-    scripts/check-imports.py DIR [--known A,B,C]
+    scripts/check-imports.py DIR
 
 Reads the `use crate::...` trees and `crate::x::` paths of every .rs file under DIR
 (a file or directory `x` is module `x`), and fails when modules import each other in a
-cycle, printing each cycle's files. --known names one group of modules whose cycle is
-known debt (rust/rdma's verbs ops table, issue 40): it may shrink, not grow, and no
-other cycle may appear.
+cycle, printing each cycle's files.
 """
 import argparse
 import pathlib
@@ -70,12 +68,10 @@ def cycles(graph):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dir", type=pathlib.Path)
-    ap.add_argument("--known", default="")
     args = ap.parse_args()
-    known = set(filter(None, args.known.split(",")))
-    bad = [c for c in cycles(imports(args.dir)) if not set(c) <= known]
-    for c in cycles(imports(args.dir)):
-        print(f"{args.dir}: {'known ' if set(c) <= known else ''}import cycle among {', '.join(c)}")
+    bad = cycles(imports(args.dir))
+    for c in bad:
+        print(f"{args.dir}: import cycle among {', '.join(c)}")
     if bad:
         print(f"{args.dir}: files that import each other cannot be read, tested or split "
               "alone: move what both need to a file below them", file=sys.stderr)

@@ -19,10 +19,10 @@
 
 use crate::{
     bindings,
-    device::{Device, Driver},
     mmap::MmapInfo,
     object::Object,
     queue::{Direction, Queue},
+    quota::Quota,
     udata::UData,
 };
 use core::ptr;
@@ -374,132 +374,126 @@ fn slot_count(cqe: u32) -> Result<u32> {
     Ok(cqe)
 }
 
-pub(crate) unsafe extern "C" fn create_cq<T: Driver>(
+/// `create_cq` for a device whose CQs hold at most `max_cqe` entries.
+///
+/// # Safety
+///
+/// `ibcq` is a live CQ of one of our devices whose driver part the core zeroed; `attr`
+/// and `attrs` are the verb's valid arguments.
+pub(crate) unsafe fn create(
     ibcq: *mut bindings::ib_cq,
     attr: *const bindings::ib_cq_init_attr,
     attrs: *mut bindings::uverbs_attr_bundle,
-) -> kernel::ffi::c_int {
-    from_result(|| {
-        // SAFETY: The core passes a live CQ of one of our devices and valid arguments.
-        let (dev, attr) = unsafe { (Device::<T>::from_raw((*ibcq).device), &*attr) };
-        // SAFETY: `attrs` is NULL or a valid bundle with its driver udata.
-        let udata = unsafe {
-            if attrs.is_null() {
-                None
-            } else {
-                UData::from_raw(&raw const (*attrs).__bindgen_anon_1.hdr.driver_udata)
-            }
-        };
-        if attr.flags != 0 {
-            return Err(EOPNOTSUPP);
+    max_cqe: u32,
+) -> Result {
+    // SAFETY: Valid arguments (the function's contract).
+    let attr = unsafe { &*attr };
+    // SAFETY: `attrs` is NULL or a valid bundle with its driver udata.
+    let udata = unsafe {
+        if attrs.is_null() {
+            None
+        } else {
+            UData::from_raw(&raw const (*attrs).__bindgen_anon_1.hdr.driver_udata)
         }
-        let taken = dev
-            .objects()
-            .quotas
-            .cq
-            .take(T::device_attributes(dev).max_cq)?;
-        let max_cqe = T::device_attributes(dev).max_cqe;
-        if attr.cqe == 0 || attr.cqe > max_cqe {
-            return Err(EINVAL);
+    };
+    if attr.flags != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    if attr.cqe == 0 || attr.cqe > max_cqe {
+        return Err(EINVAL);
+    }
+    let (queue, cqe) = match udata {
+        Some(udata) => {
+            if udata.outlen() < size_of::<CqResp>() {
+                return Err(EINVAL);
+            }
+            let uctx = udata.ucontext();
+            // SAFETY: The user context is live during the verb.
+            let queue = unsafe {
+                Queue::new(
+                    uctx,
+                    slot_count(attr.cqe)?,
+                    size_of::<UverbsWc>(),
+                    Direction::ToClient,
+                )?
+            };
+            udata.write(&CqResp { mi: queue.info() })?;
+            let cqe = queue.capacity();
+            (Ring::User(queue), cqe)
         }
-        let (queue, cqe) = match udata {
-            Some(udata) => {
-                if udata.outlen() < size_of::<CqResp>() {
-                    return Err(EINVAL);
-                }
-                let uctx = udata.ucontext();
-                // SAFETY: The user context is live during the verb.
-                let queue = unsafe {
-                    Queue::new(
-                        uctx,
-                        slot_count(attr.cqe)?,
-                        size_of::<UverbsWc>(),
-                        Direction::ToClient,
-                    )?
-                };
-                udata.write(&CqResp { mi: queue.info() })?;
-                let cqe = queue.capacity();
-                (Ring::User(queue), cqe)
-            }
-            // A kernel consumer (the MAD layer on QP1, ULPs).
-            None => {
-                let n = attr.cqe as usize;
-                let mut wcs = KVec::with_capacity(n, GFP_KERNEL)?;
-                wcs.resize(n, bindings::ib_wc::default(), GFP_KERNEL)?;
-                (
-                    Ring::Kernel(KernelRing {
-                        wcs,
-                        head: 0,
-                        len: 0,
-                    }),
-                    attr.cqe,
-                )
-            }
-        };
-        let cq = Arc::pin_init(
-            pin_init!(Cq {
-                inner <- new_spinlock_irq!(Inner {
-                    attached: Some(Attached {
-                        queue,
-                        // SAFETY: Not NULL: the core passed it.
-                        ib: unsafe { ptr::NonNull::new_unchecked(ibcq) },
-                    }),
-                    notify: 0,
-                    overflows: 0,
-                }, "metaroce_cq"),
-            }),
-            GFP_KERNEL,
-        )?;
-        // SAFETY: The core zeroed our part and the CQ is not visible to anyone yet.
-        let obj = unsafe { CqObject::from_raw_mut(ibcq) };
-        obj.obj = Some(cq);
-        // SAFETY: As above; the core reports `cqe` back to user space.
-        unsafe { (*ibcq).cqe = cqe as i32 };
-        taken.keep();
-        Ok(0)
-    })
+        // A kernel consumer (the MAD layer on QP1, ULPs).
+        None => {
+            let n = attr.cqe as usize;
+            let mut wcs = KVec::with_capacity(n, GFP_KERNEL)?;
+            wcs.resize(n, bindings::ib_wc::default(), GFP_KERNEL)?;
+            (
+                Ring::Kernel(KernelRing {
+                    wcs,
+                    head: 0,
+                    len: 0,
+                }),
+                attr.cqe,
+            )
+        }
+    };
+    let cq = Arc::pin_init(
+        pin_init!(Cq {
+            inner <- new_spinlock_irq!(Inner {
+                attached: Some(Attached {
+                    queue,
+                    // SAFETY: Not NULL: the core passed it.
+                    ib: unsafe { ptr::NonNull::new_unchecked(ibcq) },
+                }),
+                notify: 0,
+                overflows: 0,
+            }, "metaroce_cq"),
+        }),
+        GFP_KERNEL,
+    )?;
+    // SAFETY: The core zeroed our part and the CQ is not visible to anyone yet.
+    let obj = unsafe { CqObject::from_raw_mut(ibcq) };
+    obj.obj = Some(cq);
+    // SAFETY: As above; the core reports `cqe` back to user space.
+    unsafe { (*ibcq).cqe = cqe as i32 };
+    Ok(())
 }
 
-pub(crate) unsafe extern "C" fn destroy_cq<T: Driver>(
-    ibcq: *mut bindings::ib_cq,
-    _udata: *mut bindings::ib_udata,
-) -> kernel::ffi::c_int {
-    // SAFETY: The core destroys a live CQ of ours once, with no QP using it any more.
-    let (dev, obj) = unsafe {
-        (
-            Device::<T>::from_raw((*ibcq).device),
-            CqObject::from_raw_mut(ibcq),
-        )
-    };
+/// `destroy_cq`: detaches the CQ and gives back its `quota`.
+///
+/// # Safety
+///
+/// The core destroys `ibcq`, a live CQ of ours, once, with no QP using it any more.
+pub(crate) unsafe fn destroy(ibcq: *mut bindings::ib_cq, quota: &Quota) {
+    // SAFETY: Per the function's contract.
+    let obj = unsafe { CqObject::from_raw_mut(ibcq) };
     if let Some(cq) = obj.obj.take() {
-        dev.objects().quotas.cq.put();
+        quota.put();
         // Detach under the lock: no handler runs on the `ib_cq` after this; the ring is
         // unmapped here, in process context, while the user context is still live.
         let attached = cq.inner.lock().attached.take();
         drop(attached);
     }
-    0
 }
 
-pub(crate) unsafe extern "C" fn resize_user_cq<T: Driver>(
+/// `resize_user_cq` for a device whose CQs hold at most `max_cqe` entries.
+///
+/// # Safety
+///
+/// `ibcq` is a live CQ of ours; `udata` is valid or NULL.
+pub(crate) unsafe fn resize(
     ibcq: *mut bindings::ib_cq,
     cqe: kernel::ffi::c_uint,
     udata: *mut bindings::ib_udata,
+    max_cqe: u32,
 ) -> kernel::ffi::c_int {
     from_result(|| {
-        // SAFETY: Live CQ of one of our devices; `udata` valid or NULL.
-        let (dev, udata, cq) = unsafe {
-            (
-                Device::<T>::from_raw((*ibcq).device),
-                UData::from_raw(udata),
-                CqObject::get(ibcq)?,
-            )
-        };
+        // SAFETY: Per the function's contract.
+        let (udata, cq) = unsafe { (UData::from_raw(udata), CqObject::get(ibcq)?) };
         let udata = udata.ok_or(EOPNOTSUPP)?;
         if udata.outlen() < size_of::<CqResp>() {
             return Err(EINVAL);
         }
-        if cqe == 0 || cqe > T::device_attributes(dev).max_cqe {
+        if cqe == 0 || cqe > max_cqe {
             return Err(EINVAL);
         }
         if cqe < cq.count() {

@@ -1,21 +1,24 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! RDMA devices (`struct ib_device`): allocation, registration and the verbs callbacks.
+//! RDMA devices (`struct ib_device`): allocation, registration, the driver's hooks and
+//! its object tables.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 //!
-//! A driver implements [`Driver`]; [`Device::register`] allocates an `ib_device` with the
-//! driver's data behind it, binds it to a network device and registers it with the RDMA
-//! core. From then on the RDMA core owns the device: it is unregistered by `rdma link
-//! del`, by the driver (e.g. when its netdev goes away) or by [`Registry::unregister_all`]
-//! at module exit, and the driver's data is dropped in the `dealloc_driver` callback.
-//! Every device of a driver is tracked in its [`Registry`], which is how the driver finds
-//! a device by netdev and how module exit fences all of them.
+//! A driver implements [`Driver`]; [`Device::register`] (in the verbs layer, which owns
+//! the ops table) allocates an `ib_device` with the driver's data behind it, binds it
+//! to a network device and registers it with the RDMA core. From then on the RDMA core
+//! owns the device: it is unregistered by `rdma link del`, by the driver (e.g. when its
+//! netdev goes away) or by [`Registry::unregister_all`] at module exit, and the
+//! driver's data is dropped in the `dealloc_driver` callback. Every device of a driver
+//! is tracked in its [`Registry`], which is how the driver finds a device by netdev and
+//! how module exit fences all of them.
 
 use crate::{
     ah::{self, Ah},
     bindings,
     mr::{self, MrTable},
+    mtu::Mtu,
     netdev::{NetDevice, NetDeviceId},
     qp::{self, ModifyQp, Qp, QpAttributes, QpInit, QpState},
     quota::Quotas,
@@ -23,7 +26,6 @@ use crate::{
     srq::{self, Srq},
     stats::CounterDesc,
     table::Table,
-    verbs,
 };
 use core::ptr::{self, NonNull};
 use kernel::{
@@ -36,53 +38,6 @@ use kernel::{
     types::Opaque,
     ThisModule,
 };
-
-/// An InfiniBand MTU (`enum ib_mtu`).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-#[repr(u32)]
-pub enum Mtu {
-    /// 256 bytes.
-    Mtu256 = 1,
-    /// 512 bytes.
-    Mtu512 = 2,
-    /// 1024 bytes.
-    Mtu1024 = 3,
-    /// 2048 bytes.
-    Mtu2048 = 4,
-    /// 4096 bytes.
-    Mtu4096 = 5,
-}
-
-impl Mtu {
-    /// From an `enum ib_mtu` value.
-    pub fn from_raw(v: u32) -> Option<Self> {
-        Some(match v {
-            1 => Self::Mtu256,
-            2 => Self::Mtu512,
-            3 => Self::Mtu1024,
-            4 => Self::Mtu2048,
-            5 => Self::Mtu4096,
-            _ => return None,
-        })
-    }
-
-    /// Returns the largest IB MTU that fits in an Ethernet MTU of `eth_mtu` bytes once
-    /// `overhead` bytes of headers are taken off, as `ib_mtu_int_to_enum` does.
-    pub fn for_ethernet(eth_mtu: u32, overhead: u32) -> Self {
-        match eth_mtu.saturating_sub(overhead) {
-            4096.. => Self::Mtu4096,
-            2048.. => Self::Mtu2048,
-            1024.. => Self::Mtu1024,
-            512.. => Self::Mtu512,
-            _ => Self::Mtu256,
-        }
-    }
-
-    /// Returns the MTU in bytes.
-    pub fn bytes(self) -> u32 {
-        128 << (self as u32)
-    }
-}
 
 /// What a device can do (`struct ib_device_attr`), as reported by `ibv_devinfo`.
 #[derive(Clone, Debug, Default)]
@@ -158,6 +113,9 @@ pub struct PortAttributes {
     pub port_cap_flags: u32,
 }
 
+/// A QP of driver `T`: a [`Qp`] with the driver's data for it ([`Driver::Qp`]).
+pub type DriverQp<T> = Qp<<T as Driver>::Qp>;
+
 /// The verbs a driver implements for its devices.
 ///
 /// Callbacks run in process context and may sleep.
@@ -186,7 +144,7 @@ pub trait Driver: Sized + Send + Sync + 'static {
 
     /// Reads the per-QP counters of `qp` since its creation, one value per
     /// [`Driver::QP_COUNTERS`]. Process context, under ib_core's counter mutex.
-    fn qp_counters(_qp: &Qp<Self>, _values: &mut [u64]) {}
+    fn qp_counters(_qp: &DriverQp<Self>, _values: &mut [u64]) {}
 
     /// A user context is being created (`ibv_open_device`).
     fn alloc_ucontext(_dev: &Device<Self>) -> Result {
@@ -215,7 +173,7 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// and mask passed `ib_modify_qp_is_ok`. Runs under the QP's spinlock: must not sleep.
     fn check_modify_qp(
         _dev: &Device<Self>,
-        _qp: &Qp<Self>,
+        _qp: &DriverQp<Self>,
         _cur: &QpAttributes,
         _req: &ModifyQp,
     ) -> Result {
@@ -226,22 +184,22 @@ pub trait Driver: Sized + Send + Sync + 'static {
     /// `to` (which may be equal). Process context; runs before the QP's next transition
     /// and its [`Driver::qp_destroying`] (under the QP's `modify` mutex), which may not
     /// start meanwhile.
-    fn qp_modified(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>, _from: QpState, _to: QpState) {}
+    fn qp_modified(_dev: &Device<Self>, _qp: &Arc<DriverQp<Self>>, _from: QpState, _to: QpState) {}
 
     /// User space rang the send doorbell of `qp` (its state is RTS or later): new WQEs
     /// may be in the send ring. Process context; must not block for long.
-    fn send_doorbell(dev: &Device<Self>, qp: &Arc<Qp<Self>>) -> Result;
+    fn send_doorbell(dev: &Device<Self>, qp: &Arc<DriverQp<Self>>) -> Result;
 
     /// `qp` is being destroyed: it is unlisted; the driver must stop using its rings and
     /// CQs before returning (they are detached right after). Process context, never
     /// during [`Driver::qp_modified`].
-    fn qp_destroying(_dev: &Device<Self>, _qp: &Arc<Qp<Self>>) {}
+    fn qp_destroying(_dev: &Device<Self>, _qp: &Arc<DriverQp<Self>>) {}
 
     /// Adds the driver's attributes of `qp` to the RDMA netlink resource view
     /// (`rdma -dd resource show qp`); none by default. Process context.
     fn qp_resource(
         _dev: &Device<Self>,
-        _qp: &Arc<Qp<Self>>,
+        _qp: &Arc<DriverQp<Self>>,
         _attrs: &mut ResourceAttrs<'_>,
     ) -> Result {
         Ok(())
@@ -256,7 +214,7 @@ pub struct Objects<T: Driver> {
     pub mrs: MrTable,
     /// Queue pairs by QP number.
     #[pin]
-    pub qps: Table<Qp<T>>,
+    pub qps: Table<DriverQp<T>>,
     /// Address handles by AH number.
     #[pin]
     pub ahs: Table<Ah>,
@@ -415,15 +373,13 @@ impl<T: Driver> Device<T> {
         unsafe { bindings::ib_dispatch_port_state_event(self.as_raw(), netdev.as_raw()) };
     }
 
-    /// Allocates a device bound to `netdev`, initialises its data and registers it with
-    /// the RDMA core under `name` (which may contain `%d`).
-    ///
-    /// On success the RDMA core owns the device (see the module documentation).
-    pub fn register(
+    /// [`Device::register`] with the driver's verbs `ops` (the verbs layer builds them).
+    pub(crate) fn register_with_ops(
         registry: &Arc<Registry<T>>,
         netdev: &NetDevice,
         name: &CStr,
         data: impl PinInit<T::Data, Error>,
+        ops: &bindings::ib_device_ops,
     ) -> Result {
         let data = KBox::pin_init(data, GFP_KERNEL)?;
         let objects = KBox::pin_init(Objects::new(), GFP_KERNEL)?;
@@ -452,7 +408,7 @@ impl<T: Driver> Device<T> {
         // INVARIANT: All fields are initialised from here on.
         // SAFETY: `this` is fully initialised and exclusively ours until registered.
         let dev = unsafe { &*this };
-        if let Err(e) = dev.setup_and_register(registry, netdev, name) {
+        if let Err(e) = dev.setup_and_register(registry, netdev, name, ops) {
             // SAFETY: The registration failed, so the device is ours again. The ops are
             // set, so `ib_dealloc_device` calls our `dealloc_driver`, which drops the
             // fields (`setup_and_register` already unlisted it).
@@ -467,9 +423,9 @@ impl<T: Driver> Device<T> {
         registry: &Arc<Registry<T>>,
         netdev: &NetDevice,
         name: &CStr,
+        ops: &bindings::ib_device_ops,
     ) -> Result {
         let ib = self.as_raw();
-        let ops = verbs::ops::<T>(registry.module);
         // SAFETY: The device is not registered yet: we are its only user.
         unsafe {
             bindings::metaroce_ib_mark_name_assigned_by_user(ib);
@@ -487,7 +443,7 @@ impl<T: Driver> Device<T> {
             (*ib).uverbs_cmd_mask |= 1u64
                 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_POST_SEND
                 | 1u64 << bindings::ib_uverbs_write_cmds_IB_USER_VERBS_CMD_REQ_NOTIFY_CQ;
-            bindings::ib_set_device_ops(ib, &ops);
+            bindings::ib_set_device_ops(ib, ops);
         }
         let this = NonNull::from(self);
         registry.insert(this)?;
@@ -564,6 +520,11 @@ struct DevicePtr<T: Driver>(NonNull<Device<T>>);
 unsafe impl<T: Driver> Send for DevicePtr<T> {}
 
 impl<T: Driver> Registry<T> {
+    /// The module the devices belong to.
+    pub(crate) fn module(&self) -> &'static ThisModule {
+        self.module
+    }
+
     /// Creates an empty registry for the devices of `module`.
     pub fn new(module: &'static ThisModule) -> Result<Arc<Self>> {
         Arc::pin_init(

@@ -20,12 +20,7 @@
 //! `ibv_rereg_mr` changes a region's PD and access rights in place, keys and pages
 //! kept (`rereg_user_mr`, as rdma_rxe); a new translation is not supported.
 
-use crate::{
-    bindings,
-    device::{Device, Driver},
-    skb::SkBuff,
-    table::Table,
-};
+use crate::{bindings, skb::SkBuff, table::Table};
 use core::ptr::NonNull;
 use kernel::{
     error::from_err_ptr,
@@ -449,55 +444,30 @@ pub(crate) unsafe extern "C" fn get_dma_mr(
     }
 }
 
-pub(crate) unsafe extern "C" fn reg_user_mr<T: Driver>(
-    ibpd: *mut bindings::ib_pd,
-    start: u64,
-    length: u64,
-    iova: u64,
-    access: kernel::ffi::c_int,
-    dmah: *mut bindings::ib_dmah,
-    udata: *mut bindings::ib_udata,
-) -> *mut bindings::ib_mr {
-    // SAFETY: The core passes a live PD of one of our devices.
-    let (dev, pd) = unsafe { (Device::<T>::from_raw((*ibpd).device), PdId::from_raw(ibpd)) };
-    // SAFETY: Valid arguments from the core.
-    match unsafe { reg_user_mr_inner(dev, pd, start, length, iova, access, dmah, udata) } {
-        Ok(mr) => mr,
-        Err(e) => e.to_ptr(),
-    }
-}
-
-#[expect(clippy::too_many_arguments)]
-unsafe fn reg_user_mr_inner<T: Driver>(
-    dev: &Device<T>,
+/// `reg_user_mr` of `length` bytes of user memory at `start`, known to the device
+/// `ib` as `iova..iova + length`, with rights `access` (checked) in `pd`: pins the
+/// pages, enters the region in `mrs` and returns the core's MR for it.
+///
+/// # Safety
+///
+/// `ib` is a live device of ours whose MR table is `mrs`, called in the verb's
+/// context (the user's memory is the current process's).
+pub(crate) unsafe fn register_user(
+    ib: *mut bindings::ib_device,
+    mrs: &MrTable,
     pd: PdId,
     start: u64,
     length: u64,
     iova: u64,
-    access: kernel::ffi::c_int,
-    dmah: *mut bindings::ib_dmah,
-    udata: *mut bindings::ib_udata,
+    access: Access,
 ) -> Result<*mut bindings::ib_mr> {
-    if !dmah.is_null() || udata.is_null() {
-        return Err(EOPNOTSUPP);
-    }
-    let access = Access::from_bits(access as u32);
-    access.check_mr()?;
-    if length == 0 || length > T::device_attributes(dev).max_mr_size {
-        return Err(EINVAL);
-    }
-    let taken = dev
-        .objects()
-        .quotas
-        .mr
-        .take(T::device_attributes(dev).max_mr)?;
     let addr = usize::try_from(start).map_err(|_| EINVAL)?;
     let len = usize::try_from(length).map_err(|_| EINVAL)?;
     iova.checked_add(length).ok_or(EINVAL)?;
     // SAFETY: Live device; pins the user pages (writable when any write right is asked).
     let umem = from_err_ptr(unsafe {
         bindings::ib_umem_get_attr_or_va(
-            dev.as_raw(),
+            ib,
             core::ptr::null(),
             0,
             addr as u64,
@@ -532,14 +502,14 @@ unsafe fn reg_user_mr_inner<T: Driver>(
         key: 0,
     });
     let mut key = 0;
-    let index = dev.objects().mrs.insert_with(|index| {
+    let index = mrs.insert_with(|index| {
         // SAFETY: Plain call.
         key = index << 8 | u32::from(unsafe { bindings::get_random_u8() });
         let mut m = mr.take().ok_or(EINVAL)?;
         m.key = key;
         Ok(Arc::new(m, GFP_KERNEL)?)
     })?;
-    let Some(mr) = dev.objects().mrs.get(index) else {
+    let Some(mr) = mrs.get(index) else {
         return Err(EINVAL);
     };
     let obj = KBox::new(
@@ -550,10 +520,9 @@ unsafe fn reg_user_mr_inner<T: Driver>(
         GFP_KERNEL,
     )
     .inspect_err(|_| {
-        dev.objects().mrs.unlist(index);
+        mrs.unlist(index);
     })?;
     let obj = KBox::into_raw(obj);
-    taken.keep();
     // SAFETY: Fresh allocation; the core fills in device, PD and type after we return.
     unsafe {
         let ib = (*obj).ib.get();
@@ -566,24 +535,28 @@ unsafe fn reg_user_mr_inner<T: Driver>(
     }
 }
 
-pub(crate) unsafe extern "C" fn dereg_mr<T: Driver>(
-    ibmr: *mut bindings::ib_mr,
-    _udata: *mut bindings::ib_udata,
-) -> kernel::ffi::c_int {
+/// `dereg_mr`: takes the region out of `mrs` (waiting for the transfers under way),
+/// unpins its pages and frees the core's MR; `true` for a user MR (`false`: the local
+/// DMA key of `get_dma_mr`).
+///
+/// # Safety
+///
+/// The core deregisters `ibmr`, a live MR of the device whose MR table is `mrs`, once.
+pub(crate) unsafe fn deregister(ibmr: *mut bindings::ib_mr, mrs: &MrTable) -> bool {
     // CAST: Every `ib_mr` of our devices is the first field of an `MrObject` from
-    // `reg_user_mr`.
+    // `reg_user_mr` or `get_dma_mr`.
     let obj = ibmr.cast::<MrObject>();
     // SAFETY: The core deregisters a live MR of ours once; it came from `KBox::into_raw`.
     let obj = unsafe { KBox::from_raw(obj) };
-    // SAFETY: The MR's device is live while it has MRs.
-    let dev = unsafe { Device::<T>::from_raw((*obj.ib.get()).device) };
     // Unlist first: no new transfer finds the key, and those under way finish.
-    if let Some(mr) = &obj.mr {
-        dev.objects().mrs.unlist(mr.key >> 8);
-        dev.objects().quotas.mr.put();
-    }
+    let user = if let Some(mr) = &obj.mr {
+        mrs.unlist(mr.key >> 8);
+        true
+    } else {
+        false
+    };
     drop(obj);
-    0
+    user
 }
 
 /// `rereg_user_mr`: changes an MR's PD and access rights in place, keeping its keys and

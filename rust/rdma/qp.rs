@@ -25,38 +25,38 @@
 //! [`Driver::qp_destroying`]: the driver sees the transitions one by one, in the order
 //! they were made, as its bindings need.
 //!
-
 //! The code is split by concept: [`attr`] (capacities, stored attributes, `query_qp`),
-//! [`state`] (the state machine, `modify_qp`), [`wqe`] (work requests as parsed),
-//! [`user_ring`] (the rings shared with the rxe provider), [`kernel_queue`] (a kernel
-//! consumer's queues) and [`verbs`] (create, destroy, post and the core's object).
+//! [`state`] (the state machine, `modify_qp`), [`user_ring`] (reading the rings shared
+//! with the rxe provider; their layout is `crate::ring`'s and work requests as parsed
+//! [`crate::wqe`]'s), [`kernel_queue`] (a kernel consumer's queues) and [`verbs`]
+//! (create, destroy, post and the core's object). The verbs layer (`verbs/qp.rs`) adds
+//! the device's limits, quota and driver hooks; a QP knows only the driver's data for
+//! it (`Qp<D>`), never the driver.
 
 mod attr;
 mod kernel_queue;
 mod state;
 mod user_ring;
 mod verbs;
-mod wqe;
 
+pub use crate::wqe::{
+    walk_sges, BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress,
+    MAX_INLINE, MAX_SGE, SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
+};
 pub(crate) use attr::query_qp;
 pub use attr::{mask, QpAttributes, QpCaps, QpInit, QpType};
 pub use kernel_queue::{KernelBuffers, KernelRecv, KernelSend, GSI_QPN, KERNEL_MAX_SGE};
-pub(crate) use state::modify_qp;
+pub(crate) use state::modify;
 pub use state::{ModifyQp, QpState};
-pub(crate) use user_ring::{parse_recv, WorkQueue, RECV_WQE_HDR, SGE_SIZE};
 pub(crate) use verbs::{
-    create_qp, destroy_qp, fill_res_qp_entry, post_recv, post_send, QpObject, QPN_MAX, QPN_MIN,
-};
-pub use wqe::{
-    walk_sges, BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest, WqeAddress,
-    SEND_FENCE, SEND_INLINE, SEND_SIGNALED, SEND_SOLICITED,
+    create, destroy, post_recv, post_send, QpLimits, QpObject, QPN_MAX, QPN_MIN,
 };
 
 use crate::{
     bindings,
     cq::{Cq, WcOpcode, WorkCompletion},
-    device::Driver,
     mr::PdId,
+    ring::WorkQueue,
     srq::Srq,
 };
 use core::ptr::NonNull;
@@ -65,11 +65,6 @@ use kernel::{
     sync::{Arc, Mutex, SpinLockIrq},
 };
 use kernel_queue::KernelQueues;
-
-/// The most SGEs a work request may have (the rings are sized for at most this many).
-pub const MAX_SGE: usize = 32;
-/// The most inline data a send work request may carry.
-pub const MAX_INLINE: usize = MAX_SGE * size_of::<bindings::rxe_sge>();
 
 /// Asynchronous QP events the driver raises (`enum ib_event_type`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -98,9 +93,9 @@ struct Inner {
 // SAFETY: `ib` is only used under the lock while the core's QP is live.
 unsafe impl Send for Inner {}
 
-/// A queue pair of driver `T`.
+/// A queue pair, with the driver's data `D` for it.
 #[pin_data]
-pub struct Qp<T: Driver> {
+pub struct Qp<D> {
     qpn: u32,
     qp_type: QpType,
     pd: PdId,
@@ -124,9 +119,9 @@ pub struct Qp<T: Driver> {
     /// across [`Driver::qp_destroying`].
     #[pin]
     modify: Mutex<()>,
-    data: T::Qp,
+    data: D,
 }
-impl<T: Driver> Qp<T> {
+impl<D> Qp<D> {
     /// The QP number.
     pub fn qpn(&self) -> u32 {
         self.qpn
@@ -194,7 +189,7 @@ impl<T: Driver> Qp<T> {
     }
 
     /// The driver's data.
-    pub fn data(&self) -> &T::Qp {
+    pub fn data(&self) -> &D {
         &self.data
     }
 

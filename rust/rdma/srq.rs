@@ -20,13 +20,15 @@
 
 use crate::{
     bindings,
-    device::{Device, Driver},
     mmap::MmapInfo,
     mr::PdId,
     object::Object,
-    qp::{self, RecvWqe, WorkQueue, MAX_SGE, RECV_WQE_HDR, SGE_SIZE},
     queue::{Direction, Queue},
+    quota::Quota,
+    ring::{parse_recv, WorkQueue, RECV_WQE_HDR, SGE_SIZE},
+    table::Table,
     udata::UData,
+    wqe::{RecvWqe, MAX_SGE},
 };
 use core::ptr::NonNull;
 use kernel::{
@@ -98,7 +100,7 @@ impl Srq {
         let mut inner = self.inner.lock();
         let inner = &mut *inner;
         let wq = inner.wq.as_mut()?;
-        let wqe = qp::parse_recv(wq, 0)?;
+        let wqe = parse_recv(wq, 0)?;
         wq.queue.advance_consumer();
         if inner.limit != 0 && wq.queue.count() < inner.limit {
             inner.limit = 0;
@@ -135,107 +137,117 @@ pub(crate) type SrqObject = Object<bindings::ib_srq, Srq>;
 pub(crate) const SRQ_NUM_MIN: u32 = 1;
 pub(crate) const SRQ_NUM_MAX: u32 = (1 << 24) - 1;
 
-pub(crate) unsafe extern "C" fn create_srq<T: Driver>(
+/// The device's limits on an SRQ.
+pub(crate) struct SrqLimits {
+    /// Most work requests.
+    pub(crate) max_wr: u32,
+    /// Most SGEs per work request.
+    pub(crate) max_sge: u32,
+    /// Most SRQs.
+    pub(crate) max_srq: u32,
+}
+
+/// `create_srq` with the device's `limits`: the ring, the SRQ entered in `srqs`, the
+/// response to user space, one of the device's `quota` taken.
+///
+/// # Safety
+///
+/// `ibsrq` is a live SRQ of one of our devices whose driver part the core zeroed;
+/// `init` and `udata` are the verb's valid arguments.
+pub(crate) unsafe fn create(
     ibsrq: *mut bindings::ib_srq,
     init: *mut bindings::ib_srq_init_attr,
     udata: *mut bindings::ib_udata,
-) -> kernel::ffi::c_int {
-    from_result(|| {
-        // SAFETY: The core passes a live SRQ of one of our devices and valid arguments.
-        let (dev, init, udata) = unsafe {
-            (
-                Device::<T>::from_raw((*ibsrq).device),
-                &mut *init,
-                UData::from_raw(udata),
-            )
-        };
-        // Only user SRQs: no kernel consumer of this device uses one.
-        let udata = udata.ok_or(EOPNOTSUPP)?;
-        if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
-            return Err(EOPNOTSUPP);
-        }
-        if udata.outlen() < size_of::<CreateSrqResp>() {
-            return Err(EINVAL);
-        }
-        let lim = T::device_attributes(dev);
-        let a = &mut init.attr;
-        if a.max_wr == 0
-            || a.max_wr > lim.max_srq_wr
-            || a.max_sge > lim.max_srq_sge.min(MAX_SGE as u32)
-            || a.srq_limit > a.max_wr
-        {
-            return Err(EINVAL);
-        }
-        let taken = dev.objects().quotas.srq.take(lim.max_srq)?;
-        let max_sge = a.max_sge.max(1);
-        // SAFETY: The user context is live during the verb.
-        let queue = unsafe {
-            Queue::new(
-                udata.ucontext(),
-                a.max_wr,
-                RECV_WQE_HDR + max_sge as usize * SGE_SIZE,
-                Direction::FromClient,
-            )?
-        };
-        let mi = queue.info();
-        let max_wr = queue.capacity();
-        // SAFETY: The SRQ's PD is live.
-        let pd = PdId::from_raw(unsafe { (*ibsrq).pd });
-        let limit = a.srq_limit;
-        let sge_room = max_sge as usize;
-        let mut ring = Some(queue);
-        let num = dev.objects().srqs.insert_with(|num| {
-            let queue = ring.take().ok_or(EINVAL)?;
-            Arc::pin_init(
-                pin_init!(Srq {
-                    num,
-                    pd,
-                    max_sge,
-                    inner <- new_spinlock_irq!(Inner {
-                        wq: Some(WorkQueue { queue, max_sge: sge_room, max_inline: 0 }),
-                        limit,
-                        // SAFETY: Not NULL: the core passed it.
-                        ib: Some(unsafe { NonNull::new_unchecked(ibsrq) }),
-                    }, "metaroce_srq"),
-                }),
-                GFP_KERNEL,
-            )
-        })?;
-        if let Err(e) = udata.write(&CreateSrqResp {
-            mi,
-            srq_num: num,
-            reserved: 0,
-        }) {
-            dev.objects().srqs.remove(num);
-            return Err(e);
-        }
-        let srq = dev.objects().srqs.get(num).ok_or(EINVAL)?;
-        a.max_wr = max_wr;
-        a.max_sge = max_sge;
-        // SAFETY: The core zeroed our part; nobody else sees the SRQ yet.
-        unsafe { SrqObject::from_raw_mut(ibsrq).obj = Some(srq) };
-        taken.keep();
-        Ok(0)
-    })
+    limits: SrqLimits,
+    quota: &Quota,
+    srqs: &Table<Srq>,
+) -> Result {
+    // SAFETY: Valid arguments of the verb (the function's contract).
+    let (init, udata) = unsafe { (&mut *init, UData::from_raw(udata)) };
+    // Only user SRQs: no kernel consumer of this device uses one.
+    let udata = udata.ok_or(EOPNOTSUPP)?;
+    if init.srq_type != bindings::ib_srq_type_IB_SRQT_BASIC {
+        return Err(EOPNOTSUPP);
+    }
+    if udata.outlen() < size_of::<CreateSrqResp>() {
+        return Err(EINVAL);
+    }
+    let a = &mut init.attr;
+    if a.max_wr == 0
+        || a.max_wr > limits.max_wr
+        || a.max_sge > limits.max_sge.min(MAX_SGE as u32)
+        || a.srq_limit > a.max_wr
+    {
+        return Err(EINVAL);
+    }
+    let taken = quota.take(limits.max_srq)?;
+    let max_sge = a.max_sge.max(1);
+    // SAFETY: The user context is live during the verb.
+    let queue = unsafe {
+        Queue::new(
+            udata.ucontext(),
+            a.max_wr,
+            RECV_WQE_HDR + max_sge as usize * SGE_SIZE,
+            Direction::FromClient,
+        )?
+    };
+    let mi = queue.info();
+    let max_wr = queue.capacity();
+    // SAFETY: The SRQ's PD is live.
+    let pd = PdId::from_raw(unsafe { (*ibsrq).pd });
+    let limit = a.srq_limit;
+    let sge_room = max_sge as usize;
+    let mut ring = Some(queue);
+    let num = srqs.insert_with(|num| {
+        let queue = ring.take().ok_or(EINVAL)?;
+        Arc::pin_init(
+            pin_init!(Srq {
+                num,
+                pd,
+                max_sge,
+                inner <- new_spinlock_irq!(Inner {
+                    wq: Some(WorkQueue { queue, max_sge: sge_room, max_inline: 0 }),
+                    limit,
+                    // SAFETY: Not NULL: the core passed it.
+                    ib: Some(unsafe { NonNull::new_unchecked(ibsrq) }),
+                }, "metaroce_srq"),
+            }),
+            GFP_KERNEL,
+        )
+    })?;
+    if let Err(e) = udata.write(&CreateSrqResp {
+        mi,
+        srq_num: num,
+        reserved: 0,
+    }) {
+        srqs.remove(num);
+        return Err(e);
+    }
+    let srq = srqs.get(num).ok_or(EINVAL)?;
+    a.max_wr = max_wr;
+    a.max_sge = max_sge;
+    // SAFETY: The core zeroed our part; nobody else sees the SRQ yet.
+    unsafe { SrqObject::from_raw_mut(ibsrq).obj = Some(srq) };
+    taken.keep();
+    Ok(())
 }
 
-pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
+/// `modify_srq`, with the device's largest SRQ (`max_srq_wr`).
+///
+/// # Safety
+///
+/// `ibsrq` is a live SRQ of ours; `attr` is valid for reads; `udata` is valid or NULL.
+pub(crate) unsafe fn modify(
     ibsrq: *mut bindings::ib_srq,
     attr: *mut bindings::ib_srq_attr,
     mask: bindings::ib_srq_attr_mask,
     udata: *mut bindings::ib_udata,
+    max_srq_wr: u32,
 ) -> kernel::ffi::c_int {
     from_result(|| {
-        // SAFETY: Live SRQ of one of our devices; `attr` valid for reads; `udata` valid
-        // or NULL.
-        let (dev, srq, attr, udata) = unsafe {
-            (
-                Device::<T>::from_raw((*ibsrq).device),
-                SrqObject::get(ibsrq)?,
-                &*attr,
-                UData::from_raw(udata),
-            )
-        };
+        // SAFETY: Per the function's contract.
+        let (srq, attr, udata) =
+            unsafe { (SrqObject::get(ibsrq)?, &*attr, UData::from_raw(udata)) };
         let (max_wr, limit) = (
             bindings::ib_srq_attr_mask_IB_SRQ_MAX_WR,
             bindings::ib_srq_attr_mask_IB_SRQ_LIMIT,
@@ -256,7 +268,7 @@ pub(crate) unsafe extern "C" fn modify_srq<T: Driver>(
         }
         let udata = udata.ok_or(EOPNOTSUPP)?;
         let cmd = udata.read::<ModifySrqCmd>()?;
-        if attr.max_wr == 0 || attr.max_wr > T::device_attributes(dev).max_srq_wr {
+        if attr.max_wr == 0 || attr.max_wr > max_srq_wr {
             return Err(EINVAL);
         }
         let elem_size = srq
@@ -314,20 +326,17 @@ pub(crate) unsafe extern "C" fn query_srq(
     })
 }
 
-pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
-    ibsrq: *mut bindings::ib_srq,
-    _udata: *mut bindings::ib_udata,
-) -> kernel::ffi::c_int {
-    // SAFETY: The core destroys a live SRQ of ours once, with no QP using it any more.
-    let (dev, obj) = unsafe {
-        (
-            Device::<T>::from_raw((*ibsrq).device),
-            SrqObject::from_raw_mut(ibsrq),
-        )
-    };
+/// `destroy_srq`: takes the SRQ out of `srqs` and gives back its `quota`.
+///
+/// # Safety
+///
+/// The core destroys `ibsrq`, a live SRQ of ours, once, with no QP using it any more.
+pub(crate) unsafe fn destroy(ibsrq: *mut bindings::ib_srq, quota: &Quota, srqs: &Table<Srq>) {
+    // SAFETY: Per the function's contract.
+    let obj = unsafe { SrqObject::from_raw_mut(ibsrq) };
     if let Some(srq) = obj.obj.take() {
-        dev.objects().quotas.srq.put();
-        dev.objects().srqs.remove(srq.num);
+        quota.put();
+        srqs.remove(srq.num);
         // Detach under the lock: no event after this; unmap the ring here, in process
         // context, while the user context is live. QPs that still hold the `Srq`
         // (destroyed but not yet released by the transport) find it empty.
@@ -338,5 +347,4 @@ pub(crate) unsafe extern "C" fn destroy_srq<T: Driver>(
         };
         drop(wq);
     }
-    0
 }

@@ -6,15 +6,20 @@
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 //!
-//! A driver names its counters in [`Driver::HW_COUNTERS`] and reads them in
-//! [`Driver::hw_counters`]; a driver without counters has neither callback.
+//! A driver names its counters in `Driver::HW_COUNTERS` and reads them in
+//! `Driver::hw_counters`; a driver without counters has neither callback. The last
+//! `Driver::QP_COUNTERS` of them (at most [`MAX_QP_COUNTERS`]) are per QP (`rdma
+//! statistic qp show`): the port reports 0 for them and ib_core adds the QP counters'
+//! values. The callbacks are the verbs layer's (`verbs/stats.rs`, and
+//! `verbs/counter.rs`, which says how a QP counter's values add up).
 
-use crate::{
-    bindings,
-    device::{Device, Driver},
-};
-use core::{marker::PhantomData, ptr};
+use crate::bindings;
+use core::ptr;
 use kernel::{prelude::*, str::as_char_ptr_in_const_context};
+
+/// The most per-QP counters a driver may have (the last entries of its counters;
+/// `Driver::QP_COUNTERS`).
+pub const MAX_QP_COUNTERS: usize = 16;
 
 /// The name of one counter (`struct rdma_stat_desc`).
 #[repr(transparent)]
@@ -31,68 +36,5 @@ impl CounterDesc {
             flags: 0,
             priv_: ptr::null(),
         })
-    }
-}
-
-/// The C callbacks of the counters of driver `T`.
-pub(crate) struct Adapter<T: Driver>(PhantomData<T>);
-
-impl<T: Driver> Adapter<T> {
-    /// `alloc_hw_port_stats`, when the driver has counters.
-    pub(crate) const ALLOC: Option<
-        unsafe extern "C" fn(*mut bindings::ib_device, u32) -> *mut bindings::rdma_hw_stats,
-    > = if T::HW_COUNTERS.is_empty() {
-        None
-    } else {
-        Some(Self::alloc_hw_port_stats)
-    };
-
-    /// `get_hw_stats`, when the driver has counters.
-    pub(crate) const GET: Option<
-        unsafe extern "C" fn(
-            *mut bindings::ib_device,
-            *mut bindings::rdma_hw_stats,
-            u32,
-            kernel::ffi::c_int,
-        ) -> kernel::ffi::c_int,
-    > = if T::HW_COUNTERS.is_empty() {
-        None
-    } else {
-        Some(Self::get_hw_stats)
-    };
-
-    unsafe extern "C" fn alloc_hw_port_stats(
-        _ib: *mut bindings::ib_device,
-        _port: u32,
-    ) -> *mut bindings::rdma_hw_stats {
-        let descs = T::HW_COUNTERS;
-        // SAFETY: `descs` is a `'static` array of `rdma_stat_desc` (`CounterDesc` is
-        // transparent), so it outlives the struct, which the RDMA core frees.
-        unsafe {
-            bindings::rdma_alloc_hw_stats_struct(
-                descs.as_ptr().cast(),
-                descs.len() as kernel::ffi::c_int,
-                bindings::RDMA_HW_STATS_DEFAULT_LIFESPAN as kernel::ffi::c_ulong,
-            )
-        }
-    }
-
-    unsafe extern "C" fn get_hw_stats(
-        ib: *mut bindings::ib_device,
-        stats: *mut bindings::rdma_hw_stats,
-        _port: u32,
-        _index: kernel::ffi::c_int,
-    ) -> kernel::ffi::c_int {
-        // SAFETY: The RDMA core calls this on a live device of this driver.
-        let dev = unsafe { Device::<T>::from_raw(ib) };
-        // SAFETY: `stats` came from `alloc_hw_port_stats` and the core holds its lock:
-        // it has `num_counters` values, ours to write for the call.
-        let values = unsafe {
-            let n = usize::try_from((*stats).num_counters).unwrap_or(0);
-            core::slice::from_raw_parts_mut((*stats).value.as_mut_ptr(), n)
-        };
-        values.fill(0);
-        T::hw_counters(dev, values);
-        values.len() as kernel::ffi::c_int
     }
 }

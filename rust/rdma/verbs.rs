@@ -1,29 +1,57 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The verbs ops table (`struct ib_device_ops`) of a driver's devices and the device's
-//! own callbacks in it, as rdma_rxe's rxe_verbs.c: the object callbacks live with
-//! their objects (`ah`, `cq`, `mr`, `qp`, `srq`, `mmap`), the counters' in `stats`
-//! and `counter`.
+//! The verbs ops table (`struct ib_device_ops`) of a driver's devices, the device's own
+//! callbacks in it and registration with it ([`Device::register`]), as rdma_rxe's
+//! rxe_verbs.c. The top of the crate: the callbacks that need the driver (its limits,
+//! quotas, object tables and hooks) are here, one file per object (`verbs/ah.rs`,
+//! `cq`, `mr`, `qp`, `srq`, the counters' `stats` and `counter`), and call down into
+//! the object files for the object's own part; callbacks that need no driver (`query_*`,
+//! `poll_cq`, `post_recv`, `mmap`, ...) stay with their objects. Nothing below imports
+//! this file or the device back.
 //!
 //! C header: [`include/rdma/ib_verbs.h`](srctree/include/rdma/ib_verbs.h).
 
+mod ah;
+mod counter;
+mod cq;
+mod mr;
+mod qp;
+mod srq;
+mod stats;
+
 use crate::{
-    ah, bindings, counter, cq,
-    device::{Device, Driver, PortAttributes},
-    mmap, mr,
+    bindings,
+    device::{Device, Driver, PortAttributes, Registry},
+    mmap,
     netdev::NetDevice,
-    qp, srq, stats,
 };
 use core::{marker::PhantomData, ptr};
 use kernel::{
     error::{from_result, to_result},
     prelude::*,
-    sync::aref::ARef,
+    sync::{aref::ARef, Arc},
     ThisModule,
 };
 
 /// The user ABI version of the Soft-RoCE (rxe) provider in rdma-core.
 const RXE_UVERBS_ABI_VERSION: u32 = 2;
+
+impl<T: Driver> Device<T> {
+    /// Allocates a device bound to `netdev`, initialises its data and registers it with
+    /// the RDMA core under `name` (which may contain `%d`), with driver `T`'s verbs.
+    ///
+    /// On success the RDMA core owns the device (see the `device` module's
+    /// documentation).
+    pub fn register(
+        registry: &Arc<Registry<T>>,
+        netdev: &NetDevice,
+        name: &CStr,
+        data: impl PinInit<T::Data, Error>,
+    ) -> Result {
+        let ops = ops::<T>(registry.module());
+        Self::register_with_ops(registry, netdev, name, data, &ops)
+    }
+}
 
 /// The ops table of driver `T`'s devices.
 pub(crate) fn ops<T: Driver>(module: &'static ThisModule) -> bindings::ib_device_ops {
@@ -47,36 +75,36 @@ pub(crate) fn ops<T: Driver>(module: &'static ThisModule) -> bindings::ib_device
         dealloc_driver: Some(Adapter::<T>::dealloc_driver),
         mmap: Some(mmap::mmap),
         mmap_free: Some(mmap::mmap_free),
-        get_dma_mr: Some(mr::get_dma_mr),
+        get_dma_mr: Some(crate::mr::get_dma_mr),
         reg_user_mr: Some(mr::reg_user_mr::<T>),
         dereg_mr: Some(mr::dereg_mr::<T>),
-        rereg_user_mr: Some(mr::rereg_user_mr),
+        rereg_user_mr: Some(crate::mr::rereg_user_mr),
         create_cq: Some(cq::create_cq::<T>),
         destroy_cq: Some(cq::destroy_cq::<T>),
         resize_user_cq: Some(cq::resize_user_cq::<T>),
-        req_notify_cq: Some(cq::req_notify_cq),
-        poll_cq: Some(cq::poll_cq),
+        req_notify_cq: Some(crate::cq::req_notify_cq),
+        poll_cq: Some(crate::cq::poll_cq),
         create_qp: Some(qp::create_qp::<T>),
         modify_qp: Some(qp::modify_qp::<T>),
-        query_qp: Some(qp::query_qp::<T>),
+        query_qp: Some(crate::qp::query_qp::<T::Qp>),
         fill_res_qp_entry: Some(qp::fill_res_qp_entry::<T>),
         destroy_qp: Some(qp::destroy_qp::<T>),
         post_send: Some(qp::post_send::<T>),
-        post_recv: Some(qp::post_recv::<T>),
+        post_recv: Some(crate::qp::post_recv::<T::Qp>),
         create_srq: Some(srq::create_srq::<T>),
         modify_srq: Some(srq::modify_srq::<T>),
-        query_srq: Some(srq::query_srq),
+        query_srq: Some(crate::srq::query_srq),
         destroy_srq: Some(srq::destroy_srq::<T>),
         create_ah: Some(ah::create_ah::<T>),
         create_user_ah: Some(ah::create_ah::<T>),
         destroy_ah: Some(ah::destroy_ah::<T>),
-        query_ah: Some(ah::query_ah),
+        query_ah: Some(crate::ah::query_ah),
         size_ib_ucontext: size_of::<bindings::ib_ucontext>(),
         size_ib_pd: size_of::<bindings::ib_pd>(),
-        size_ib_cq: cq::CqObject::SIZE,
-        size_ib_qp: qp::QpObject::<T>::SIZE,
-        size_ib_ah: ah::AhObject::SIZE,
-        size_ib_srq: srq::SrqObject::SIZE,
+        size_ib_cq: crate::cq::CqObject::SIZE,
+        size_ib_qp: crate::qp::QpObject::<T::Qp>::SIZE,
+        size_ib_ah: crate::ah::AhObject::SIZE,
+        size_ib_srq: crate::srq::SrqObject::SIZE,
         ..Default::default()
     };
     counter::Adapter::<T>::set_ops(&mut ops);

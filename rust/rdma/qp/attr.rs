@@ -4,12 +4,7 @@
 //! stores and `query_qp` reports, and the `ib_qp_attr_mask` bits.
 
 use super::{verbs::QpObject, QpState};
-use crate::{
-    av::AddressVector,
-    bindings,
-    device::{Driver, Mtu},
-    mr::Access,
-};
+use crate::{av::AddressVector, bindings, mr::Access, mtu::Mtu};
 use kernel::error::from_result;
 
 /// `ib_qp_attr_mask` bits of a modify request.
@@ -175,7 +170,7 @@ impl QpType {
     }
 }
 
-pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
+pub(crate) unsafe extern "C" fn query_qp<D>(
     ibqp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
     _attr_mask: kernel::ffi::c_int,
@@ -184,7 +179,7 @@ pub(crate) unsafe extern "C" fn query_qp<T: Driver>(
     from_result(|| {
         // SAFETY: Live QP of ours; the outputs are valid for writes.
         let (qp, attr, init, ib) =
-            unsafe { (QpObject::<T>::get(ibqp)?, &mut *attr, &mut *init, &*ibqp) };
+            unsafe { (QpObject::<D>::get(ibqp)?, &mut *attr, &mut *init, &*ibqp) };
         let a = qp.attributes();
         let c = qp.caps;
         let cap = bindings::ib_qp_cap {

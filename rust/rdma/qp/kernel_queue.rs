@@ -4,16 +4,16 @@
 //! space): its buffers, work requests and posting.
 
 use super::{
-    attr::{QpCaps, QpType},
-    verbs::{QpObject, QpParts},
-    wqe::{walk_sges, Sge, WqeAddress},
+    attr::{QpCaps, QpInit, QpType},
+    verbs::{QpLimits, QpObject, QpParts},
     Qp,
 };
 use crate::{
     bindings,
     cq::CqObject,
-    device::{Device, Driver},
     mr::PdId,
+    table::Table,
+    wqe::{walk_sges, Sge, WqeAddress},
 };
 use kernel::prelude::*;
 
@@ -203,7 +203,7 @@ pub(super) struct KernelQueues {
     pub(super) rq: Fifo<KernelRecv>,
 }
 
-impl<T: Driver> Qp<T> {
+impl<D> Qp<D> {
     /// Takes the oldest send work request a kernel consumer posted.
     pub fn kernel_send_pop(&self) -> Option<KernelSend> {
         Option::as_mut(&mut *self.kq.lock())?.sq.pop()
@@ -215,17 +215,20 @@ impl<T: Driver> Qp<T> {
     }
 }
 
-/// `create_qp` for a kernel consumer: a UD or GSI QP (QP number 1) with kernel queues.
+/// `create_qp` for a kernel consumer: a UD or GSI QP (QP number 1) with kernel queues,
+/// entered in `qps`, with the driver's data from `new`.
 ///
 /// # Safety
 ///
-/// As for `create_qp`.
-pub(super) unsafe fn create_kernel_qp<T: Driver>(
+/// As for [`create`](super::create).
+pub(super) unsafe fn create_kernel_qp<D: Send + Sync>(
     ibqp: *mut bindings::ib_qp,
-    dev: &Device<T>,
     init: &mut bindings::ib_qp_init_attr,
     qp_type: QpType,
-) -> Result<i32> {
+    limits: &QpLimits,
+    qps: &Table<Qp<D>>,
+    new: impl FnOnce(&QpInit) -> Result<D>,
+) -> Result {
     if !qp_type.is_datagram() || !init.srq.is_null() {
         return Err(EOPNOTSUPP);
     }
@@ -235,12 +238,11 @@ pub(super) unsafe fn create_kernel_qp<T: Driver>(
     // SAFETY: CQs of our device, held by the core for the QP's life.
     let (send_cq, recv_cq) =
         unsafe { (CqObject::get(init.send_cq)?, CqObject::get(init.recv_cq)?) };
-    let lim = T::device_attributes(dev);
     let cap = &mut init.cap;
     if cap.max_send_wr == 0
         || cap.max_recv_wr == 0
-        || cap.max_send_wr > lim.max_qp_wr
-        || cap.max_recv_wr > lim.max_qp_wr
+        || cap.max_send_wr > limits.max_qp_wr
+        || cap.max_recv_wr > limits.max_qp_wr
         || cap.max_send_sge as usize > KERNEL_MAX_SGE
         || cap.max_recv_sge as usize > KERNEL_MAX_SGE
     {
@@ -278,44 +280,39 @@ pub(super) unsafe fn create_kernel_qp<T: Driver>(
     };
     let qpn = match qp_type {
         QpType::Gsi => {
-            dev.objects()
-                .qps
-                .insert_at(GSI_QPN, parts.build(dev, GSI_QPN)?)?;
+            qps.insert_at(GSI_QPN, parts.build(GSI_QPN, new)?)?;
             GSI_QPN
         }
         _ => {
             let mut parts = Some(parts);
-            dev.objects()
-                .qps
-                .insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(dev, qpn))?
+            qps.insert_with(|qpn| parts.take().ok_or(EINVAL)?.build(qpn, new))?
         }
     };
-    let qp = dev.objects().qps.get(qpn).ok_or(EINVAL)?;
+    let qp = qps.get(qpn).ok_or(EINVAL)?;
     // SAFETY: The core zeroed our part; nobody else sees the QP yet.
     unsafe {
         (*ibqp).qp_num = qpn;
-        QpObject::<T>::from_raw_mut(ibqp).obj = Some(qp);
+        QpObject::<D>::from_raw_mut(ibqp).obj = Some(qp);
     }
-    Ok(0)
+    Ok(())
 }
 
 /// The QP number of the GSI QP.
 pub const GSI_QPN: u32 = 1;
 
-/// `post_send` of a kernel consumer: copies the UD work requests into the send queue.
+/// `post_send` of a kernel consumer: copies the UD work requests, their buffers under
+/// the device's local DMA key `lkey`, into the send queue.
 ///
 /// # Safety
 ///
 /// `wr` is a valid chain of `ib_ud_wr` (the consumer's contract for UD QPs) whose
 /// buffers stay valid until each completes; `bad_wr` is valid for writes or NULL.
-pub(super) unsafe fn post_kernel_sends<T: Driver>(
-    dev: &Device<T>,
-    qp: &Qp<T>,
+pub(super) unsafe fn post_kernel_sends<D>(
+    lkey: u32,
+    qp: &Qp<D>,
     mut wr: *const bindings::ib_send_wr,
     bad_wr: *mut *const bindings::ib_send_wr,
 ) -> Result {
-    // SAFETY: The device is live.
-    let lkey = unsafe { (*dev.as_raw()).local_dma_lkey };
     while !wr.is_null() {
         // SAFETY: Per the function's contract.
         let r = unsafe { kernel_send(wr.cast::<bindings::ib_ud_wr>(), lkey, qp.sq_sig_all) }

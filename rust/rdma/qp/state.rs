@@ -5,14 +5,10 @@
 use super::{
     attr::{mask, QpAttributes, QpCaps},
     verbs::QpObject,
+    Qp,
 };
-use crate::{
-    av::AddressVector,
-    bindings,
-    device::{Device, Driver, Mtu},
-    mr::Access,
-};
-use kernel::{error::from_result, prelude::*};
+use crate::{av::AddressVector, bindings, mr::Access, mtu::Mtu};
+use kernel::{prelude::*, sync::Arc};
 
 /// A QP state (`enum ib_qp_state`).
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
@@ -222,63 +218,63 @@ fn check_values(req: &ModifyQp, caps: &QpCaps) -> Result {
     Ok(())
 }
 
-pub(crate) unsafe extern "C" fn modify_qp<T: Driver>(
+/// `modify_qp`: checks the request, lets the driver check it against the QP's
+/// attributes (`check`), makes the transition and lets the driver react to it
+/// (`modified`, given the states before and after), the QP's `modify` mutex held
+/// throughout, so the driver sees the transitions one by one.
+///
+/// # Safety
+///
+/// `ibqp` is a live QP of ours; `attr` is valid for reads, with held GID attributes.
+pub(crate) unsafe fn modify<D>(
     ibqp: *mut bindings::ib_qp,
     attr: *mut bindings::ib_qp_attr,
     attr_mask: kernel::ffi::c_int,
-    _udata: *mut bindings::ib_udata,
-) -> kernel::ffi::c_int {
-    from_result(|| {
-        let m = attr_mask as u32;
-        if m & !mask::STANDARD != 0 {
-            return Err(EOPNOTSUPP);
+    check: impl FnOnce(&Arc<Qp<D>>, &QpAttributes, &ModifyQp) -> Result,
+    modified: impl FnOnce(&Arc<Qp<D>>, QpState, QpState),
+) -> Result {
+    let m = attr_mask as u32;
+    if m & !mask::STANDARD != 0 {
+        return Err(EOPNOTSUPP);
+    }
+    // SAFETY: Per the function's contract.
+    let (qp, mut req) = unsafe { (QpObject::<D>::get(ibqp)?, parse_modify(&*attr, m)?) };
+    check_values(&req, &qp.caps)?;
+    // One transition at a time, each followed by the driver's reaction to it
+    // before the next one starts.
+    let _modify = qp.modify.lock();
+    let from = {
+        let mut inner = qp.inner.lock();
+        let cur = if req.has(mask::CUR_STATE) {
+            req.cur_state
+        } else {
+            inner.attrs.state
+        };
+        let new = if req.has(mask::STATE) {
+            req.new_state
+        } else {
+            cur
+        };
+        req.cur_state = cur;
+        req.new_state = new;
+        // SAFETY: Pure function of its arguments.
+        let ok =
+            unsafe { bindings::ib_modify_qp_is_ok(cur as u32, new as u32, qp.qp_type as u32, m) };
+        if !ok {
+            return Err(EINVAL);
         }
-        // SAFETY: Live QP of our device; `attr` valid with held GID attributes.
-        let (dev, qp, mut req) = unsafe {
-            (
-                Device::<T>::from_raw((*ibqp).device),
-                QpObject::<T>::get(ibqp)?,
-                parse_modify(&*attr, m)?,
-            )
+        check(&qp, &inner.attrs, &req)?;
+        let from = inner.attrs.state;
+        req.apply(&mut inner.attrs);
+        // RTS -> SQD starts draining the send queue; the driver says when it
+        // is done. Leaving SQD ends it.
+        inner.attrs.sq_draining = match (from, req.new_state) {
+            (QpState::Rts, QpState::Sqd) => true,
+            (QpState::Sqd, QpState::Sqd) => inner.attrs.sq_draining,
+            _ => false,
         };
-        check_values(&req, &qp.caps)?;
-        // One transition at a time, each followed by the driver's reaction to it
-        // before the next one starts.
-        let _modify = qp.modify.lock();
-        let from = {
-            let mut inner = qp.inner.lock();
-            let cur = if req.has(mask::CUR_STATE) {
-                req.cur_state
-            } else {
-                inner.attrs.state
-            };
-            let new = if req.has(mask::STATE) {
-                req.new_state
-            } else {
-                cur
-            };
-            req.cur_state = cur;
-            req.new_state = new;
-            // SAFETY: Pure function of its arguments.
-            let ok = unsafe {
-                bindings::ib_modify_qp_is_ok(cur as u32, new as u32, qp.qp_type as u32, m)
-            };
-            if !ok {
-                return Err(EINVAL);
-            }
-            T::check_modify_qp(dev, &qp, &inner.attrs, &req)?;
-            let from = inner.attrs.state;
-            req.apply(&mut inner.attrs);
-            // RTS -> SQD starts draining the send queue; the driver says when it
-            // is done. Leaving SQD ends it.
-            inner.attrs.sq_draining = match (from, req.new_state) {
-                (QpState::Rts, QpState::Sqd) => true,
-                (QpState::Sqd, QpState::Sqd) => inner.attrs.sq_draining,
-                _ => false,
-            };
-            from
-        };
-        T::qp_modified(dev, &qp, from, req.new_state);
-        Ok(0)
-    })
+        from
+    };
+    modified(&qp, from, req.new_state);
+    Ok(())
 }

@@ -1,83 +1,20 @@
 // SPDX-License-Identifier: GPL-2.0
 
-//! The send and receive rings a user QP shares with the rxe provider: the WQE layout
-//! and the parsing of `struct rxe_send_wqe` and `struct rxe_recv_wqe`.
+//! The send and receive rings a user QP shares with the rxe provider: reading their
+//! WQEs ([`crate::ring`] has the layout).
 
-use super::{
+use super::{Qp, QpType};
+use crate::{
+    bindings,
+    ring::{parse_recv, parse_recv_into, read_sges_into, SEND_WQE_HDR, SGE_SIZE},
     wqe::{
-        parse_wqe_av, BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, Sge, SgeList, UdDest,
-        SEND_INLINE,
+        parse_wqe_av, BadWqe, RecvWqe, SendData, SendOpcode, SendWqe, SgeList, UdDest, MAX_INLINE,
+        MAX_SGE, SEND_INLINE,
     },
-    Qp, QpType, MAX_INLINE, MAX_SGE,
 };
-use crate::{bindings, device::Driver, queue::Queue};
-use core::mem::offset_of;
 use kernel::prelude::*;
 
-/// A work queue: the ring and the limits user space agreed to.
-pub(crate) struct WorkQueue {
-    pub(crate) queue: Queue,
-    pub(crate) max_sge: usize,
-    pub(crate) max_inline: usize,
-}
-
-/// Parses the receive WQE `ahead` places after the head of a receive ring (a QP's or
-/// an SRQ's) without consuming it; `None` when fewer are waiting.
-pub(crate) fn parse_recv(wq: &WorkQueue, ahead: u32) -> Option<RecvWqe> {
-    let mut list = SgeList::EMPTY;
-    let (wr_id, fits) = parse_recv_into(wq, ahead, &mut list)?;
-    Some(RecvWqe {
-        wr_id,
-        sges: fits.then_some(list),
-    })
-}
-
-/// Parses the receive WQE `ahead` places after the head, its scatter list into
-/// `sges`; returns its id and whether the list was valid (`false`: too many SGEs).
-fn parse_recv_into(wq: &WorkQueue, ahead: u32, sges: &mut SgeList) -> Option<(u64, bool)> {
-    // SAFETY: `rxe_recv_wqe` is integers only, valid for any bytes.
-    let w = unsafe { wq.queue.read_as_at::<bindings::rxe_recv_wqe>(ahead, 0) }.ok()??;
-    let n = w.dma.num_sge as usize;
-    let room = wq.queue.slot_size() - RECV_WQE_HDR;
-    let fits = n <= wq.max_sge
-        && n <= MAX_SGE
-        && n * SGE_SIZE <= room
-        && read_sges_into(&wq.queue, ahead, RECV_WQE_HDR, n, sges).is_ok();
-    if !fits {
-        sges.len = 0;
-    }
-    Some((w.wr_id, fits))
-}
-
-pub(super) const SEND_WQE_HDR: usize = size_of::<bindings::rxe_send_wqe>();
-pub(crate) const RECV_WQE_HDR: usize = size_of::<bindings::rxe_recv_wqe>();
-pub(crate) const SGE_SIZE: usize = size_of::<bindings::rxe_sge>();
-const _: () = assert!(SGE_SIZE == 16);
-const _: () = assert!(
-    offset_of!(bindings::rxe_send_wqe, dma) + size_of::<bindings::rxe_dma_info>() == SEND_WQE_HDR
-);
-const _: () = assert!(
-    offset_of!(bindings::rxe_recv_wqe, dma) + size_of::<bindings::rxe_dma_info>() == RECV_WQE_HDR
-);
-
-/// Reads `n` SGEs into `list`, overwriting only the entries it then holds.
-fn read_sges_into(q: &Queue, ahead: u32, offset: usize, n: usize, list: &mut SgeList) -> Result {
-    list.len = 0;
-    for (i, sge) in list.sges.get_mut(..n).ok_or(EINVAL)?.iter_mut().enumerate() {
-        // SAFETY: `rxe_sge` is integers, valid for any bytes.
-        let raw = unsafe { q.read_as_at::<bindings::rxe_sge>(ahead, offset + i * SGE_SIZE) }?
-            .ok_or(EINVAL)?;
-        *sge = Sge {
-            addr: raw.addr,
-            length: raw.length,
-            lkey: raw.lkey,
-        };
-    }
-    list.len = n;
-    Ok(())
-}
-
-impl<T: Driver> Qp<T> {
+impl<D> Qp<D> {
     /// Parses the send WQE at the head of the send ring without consuming it.
     ///
     /// `None` when the ring is empty (or gone); `Some(Err(_))` for a WQE that cannot be

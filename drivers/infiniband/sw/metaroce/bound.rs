@@ -27,11 +27,10 @@ use metaroce_proto::{
 };
 use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_WITH_IMM},
-    device::Device,
+    device::{Device, DriverQp},
     mr::Access,
     qp::{
-        Qp, QpEvent, QpState, RecvWqe, SendData, SendWqe, Sge, SgeList, SEND_SIGNALED,
-        SEND_SOLICITED,
+        QpEvent, QpState, RecvWqe, SendData, SendWqe, Sge, SgeList, SEND_SIGNALED, SEND_SOLICITED,
     },
 };
 
@@ -57,7 +56,7 @@ pub(crate) enum LocalBuffer<'a> {
 /// The transport state of one QP bound to a connection. Only the connection's
 /// serialized context (its work item, or a verb holding its lock) touches it.
 pub(crate) struct Bound {
-    qp: Arc<Qp<MetaRoceDriver>>,
+    qp: Arc<DriverQp<MetaRoceDriver>>,
     /// The QP's stream in the connection.
     id: QpId,
     /// Rights granted to the peer (`qp_access_flags`).
@@ -100,7 +99,7 @@ enum Refused {
 }
 
 impl Bound {
-    pub(crate) fn new(qp: Arc<Qp<MetaRoceDriver>>, id: QpId, access: Access) -> Result<Self> {
+    pub(crate) fn new(qp: Arc<DriverQp<MetaRoceDriver>>, id: QpId, access: Access) -> Result<Self> {
         let mut send_slots = KVec::with_capacity(MAX_SEND_WR, GFP_KERNEL_ACCOUNT)?;
         send_slots.resize(MAX_SEND_WR, SendSlot::default(), GFP_KERNEL_ACCOUNT)?;
         let mut recv_ids = KVec::with_capacity(MAX_RECV_WR, GFP_KERNEL_ACCOUNT)?;
@@ -131,7 +130,7 @@ impl Bound {
     }
 
     /// The verbs QP.
-    pub(crate) fn qp(&self) -> &Arc<Qp<MetaRoceDriver>> {
+    pub(crate) fn qp(&self) -> &Arc<DriverQp<MetaRoceDriver>> {
         &self.qp
     }
 

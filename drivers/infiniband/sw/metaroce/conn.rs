@@ -49,9 +49,9 @@ use metaroce_proto::{
     Instant as CoreInstant, PostError, QpId, QpSlot, QpStore, ResponderError,
 };
 use rdma::{
-    device::{Device, Registry},
+    device::{Device, DriverQp, Registry},
     netdev::{NetDevice, NetDeviceId},
-    qp::{Qp, QpEvent},
+    qp::QpEvent,
     sync::SpinLockBh,
     udp::{Ecn, OwnedDatagram, RouteCache},
 };
@@ -312,7 +312,7 @@ impl ConnCtx {
     pub(crate) fn bind(
         self: &Arc<Self>,
         dev: &Device<MetaRoceDriver>,
-        qp: &Arc<Qp<MetaRoceDriver>>,
+        qp: &Arc<DriverQp<MetaRoceDriver>>,
         dest_qpn: u32,
         sq_psn: u32,
         rq_psn: u32,

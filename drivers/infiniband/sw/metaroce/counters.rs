@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! The port's counters (`rdma statistic show link DEV/1`, `hw_counters/` in sysfs) and
-//! the per-QP ones (`rdma statistic qp show`, see `rdma::counter`), as one table of
+//! the per-QP ones (`rdma statistic qp show`, see `rdma::stats`), as one table of
 //! (name, reader), [`TABLE`]: the names ([`HW_COUNTERS`]), their number, the per-QP
 //! count ([`QP_COUNTERS`]) and the values all come from it.
 //!
@@ -334,14 +334,14 @@ enum Reader {
     Transport(usize),
     /// Any other value of the port.
     Port(fn(&Sources<'_>) -> u64),
-    /// A counter of one QP: the port reports 0 for it (see `rdma::counter`).
+    /// A counter of one QP: the port reports 0 for it (see `rdma::stats`).
     Qp(fn(&QpCounters) -> &Atomic<u64>),
 }
 
 use Reader::{Eng, Net, Port, Qp, Transport};
 
 /// Every counter, in the order the port reports them; the per-QP ones last, as
-/// `rdma::counter` requires.
+/// `rdma::stats` requires.
 const TABLE: &[(&CStr, Reader)] = &[
     (c"rx_packets", Net(|n| &n.rx_packets)),
     (c"rx_bytes", Net(|n| &n.rx_bytes)),

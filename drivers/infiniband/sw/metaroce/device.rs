@@ -18,9 +18,10 @@ use kernel::{
 };
 use metaroce_proto::constants::MAX_MSG_LEN;
 use rdma::{
-    device::{Device, DeviceAttributes, DeviceCaps, Driver, Mtu, PortAttributes},
+    device::{Device, DeviceAttributes, DeviceCaps, Driver, DriverQp, PortAttributes},
+    mtu::Mtu,
     netdev::NetDevice,
-    qp::{ModifyQp, Qp, QpAttributes, QpInit, QpState},
+    qp::{ModifyQp, QpAttributes, QpInit, QpState},
     restrack::ResourceAttrs,
     stats::CounterDesc,
 };
@@ -93,7 +94,7 @@ impl Driver for MetaRoceDriver {
 
     const QP_COUNTERS: usize = crate::counters::QP_COUNTERS;
 
-    fn qp_counters(qp: &Qp<Self>, values: &mut [u64]) {
+    fn qp_counters(qp: &DriverQp<MetaRoceDriver>, values: &mut [u64]) {
         qp.data().counters.read(values);
     }
 
@@ -152,28 +153,33 @@ impl Driver for MetaRoceDriver {
 
     fn check_modify_qp(
         dev: &Device<Self>,
-        qp: &Qp<Self>,
+        qp: &DriverQp<MetaRoceDriver>,
         cur: &QpAttributes,
         req: &ModifyQp,
     ) -> Result {
         qp::check_modify(dev, qp, cur, req)
     }
 
-    fn qp_modified(dev: &Device<Self>, qp: &Arc<Qp<Self>>, from: QpState, to: QpState) {
+    fn qp_modified(
+        dev: &Device<Self>,
+        qp: &Arc<DriverQp<MetaRoceDriver>>,
+        from: QpState,
+        to: QpState,
+    ) {
         qp::on_modified(dev, qp, from, to)
     }
 
-    fn send_doorbell(dev: &Device<Self>, qp: &Arc<Qp<Self>>) -> Result {
+    fn send_doorbell(dev: &Device<Self>, qp: &Arc<DriverQp<MetaRoceDriver>>) -> Result {
         qp::on_send_doorbell(dev, qp)
     }
 
-    fn qp_destroying(dev: &Device<Self>, qp: &Arc<Qp<Self>>) {
+    fn qp_destroying(dev: &Device<Self>, qp: &Arc<DriverQp<MetaRoceDriver>>) {
         qp::on_destroying(dev, qp)
     }
 
     fn qp_resource(
         _dev: &Device<Self>,
-        qp: &Arc<Qp<Self>>,
+        qp: &Arc<DriverQp<MetaRoceDriver>>,
         attrs: &mut ResourceAttrs<'_>,
     ) -> Result {
         qp::resource(qp, attrs)

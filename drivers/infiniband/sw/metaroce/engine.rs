@@ -34,9 +34,9 @@ use metaroce_proto::{
     Instant, QpId,
 };
 use rdma::{
-    device::{Device, Registry},
+    device::{Device, DriverQp, Registry},
     netdev::{NetDevice, NetDeviceId},
-    qp::{Qp, QpAttributes},
+    qp::QpAttributes,
     udp::Received,
 };
 
@@ -308,7 +308,7 @@ impl Engine {
     pub(crate) fn bind(
         &self,
         dev: &Device<MetaRoceDriver>,
-        qp: &Arc<Qp<MetaRoceDriver>>,
+        qp: &Arc<DriverQp<MetaRoceDriver>>,
         attrs: &QpAttributes,
     ) -> Result<Binding> {
         let av = attrs.av.ok_or(EINVAL)?;
@@ -328,7 +328,7 @@ impl Engine {
     fn bind_once(
         &self,
         dev: &Device<MetaRoceDriver>,
-        qp: &Arc<Qp<MetaRoceDriver>>,
+        qp: &Arc<DriverQp<MetaRoceDriver>>,
         attrs: &QpAttributes,
         peer: IpAddr,
     ) -> Result<Binding> {

@@ -16,8 +16,9 @@ use kernel::{
     sync::{aref::ARef, Arc, Mutex, SpinLock},
 };
 use rdma::{
-    device::{Device, Mtu},
-    qp::{mask, ModifyQp, Qp, QpAttributes, QpEvent, QpInit, QpState, QpType},
+    device::{Device, DriverQp},
+    mtu::Mtu,
+    qp::{mask, ModifyQp, QpAttributes, QpEvent, QpInit, QpState, QpType},
     restrack::ResourceAttrs,
     sync::SpinLockBh,
     work,
@@ -56,7 +57,7 @@ impl MetaRoceQp {
 /// Checks the values of a `modify_qp` request against the device's limits.
 pub(crate) fn check_modify(
     dev: &Device<MetaRoceDriver>,
-    qp: &Qp<MetaRoceDriver>,
+    qp: &DriverQp<MetaRoceDriver>,
     cur: &QpAttributes,
     req: &ModifyQp,
 ) -> Result {
@@ -91,7 +92,7 @@ pub(crate) fn check_modify(
 }
 
 /// Takes the QP out of its connection.
-fn unbind(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>) {
+fn unbind(dev: &Device<MetaRoceDriver>, qp: &DriverQp<MetaRoceDriver>) {
     let b = qp.data().binding.lock().take();
     if let Some(b) = b {
         dev.data().net().engine().unbind(b);
@@ -101,7 +102,7 @@ fn unbind(dev: &Device<MetaRoceDriver>, qp: &Qp<MetaRoceDriver>) {
 /// After a transition.
 pub(crate) fn on_modified(
     dev: &Device<MetaRoceDriver>,
-    qp: &Arc<Qp<MetaRoceDriver>>,
+    qp: &Arc<DriverQp<MetaRoceDriver>>,
     from: QpState,
     to: QpState,
 ) {
@@ -178,7 +179,7 @@ pub(crate) fn on_modified(
 /// WQEs right away. Unbound QPs in the error state flush them.
 pub(crate) fn on_send_doorbell(
     dev: &Device<MetaRoceDriver>,
-    qp: &Arc<Qp<MetaRoceDriver>>,
+    qp: &Arc<DriverQp<MetaRoceDriver>>,
 ) -> Result {
     if qp.qp_type().is_datagram() {
         match qp.state() {
@@ -212,7 +213,7 @@ pub(crate) fn on_send_doorbell(
 
 /// The QP's driver attributes in `rdma -dd resource show qp` (bound RC QPs: its
 /// connection, stream and counters).
-pub(crate) fn resource(qp: &Qp<MetaRoceDriver>, attrs: &mut ResourceAttrs<'_>) -> Result {
+pub(crate) fn resource(qp: &DriverQp<MetaRoceDriver>, attrs: &mut ResourceAttrs<'_>) -> Result {
     match qp.data().binding() {
         Some(b) => b.conn.write_resource(b.id, attrs),
         None => Ok(()),
@@ -220,6 +221,6 @@ pub(crate) fn resource(qp: &Qp<MetaRoceDriver>, attrs: &mut ResourceAttrs<'_>) -
 }
 
 /// The QP is being destroyed: outstanding work is dropped without completions.
-pub(crate) fn on_destroying(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) {
+pub(crate) fn on_destroying(dev: &Device<MetaRoceDriver>, qp: &Arc<DriverQp<MetaRoceDriver>>) {
     unbind(dev, qp);
 }

@@ -32,9 +32,9 @@ use metaroce_proto::{
 };
 use rdma::{
     cq::{WcOpcode, WcStatus, WorkCompletion, WC_GRH, WC_WITH_IMM},
-    device::Device,
+    device::{Device, DriverQp},
     qp::{
-        KernelSend, Qp, QpState, RecvWqe, SendData, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED,
+        KernelSend, QpState, RecvWqe, SendData, SendOpcode, SendWqe, WqeAddress, SEND_SIGNALED,
         SEND_SOLICITED,
     },
     skb::SkBuff,
@@ -49,7 +49,7 @@ const RDMA_NETWORK_IPV6: u8 = 3;
 const QKEY_USE_QP: u32 = 0x8000_0000;
 
 /// The send doorbell of a UD QP: sends and completes every waiting WQE.
-pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoceDriver>>) {
+pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<DriverQp<MetaRoceDriver>>) {
     let _serial = qp.data().ud_send.lock();
     if qp.is_kernel() {
         while let Some(w) = qp.kernel_send_pop() {
@@ -79,7 +79,12 @@ pub(crate) fn on_send_doorbell(dev: &Device<MetaRoceDriver>, qp: &Arc<Qp<MetaRoc
 }
 
 /// Completes a sent WQE: when signaled, and always on error.
-fn complete_send(qp: &Qp<MetaRoceDriver>, wr_id: u64, sent: Result<(), WcStatus>, signaled: bool) {
+fn complete_send(
+    qp: &DriverQp<MetaRoceDriver>,
+    wr_id: u64,
+    sent: Result<(), WcStatus>,
+    signaled: bool,
+) {
     let status = match sent {
         Ok(()) if !signaled => return,
         Ok(()) => WcStatus::Success,
@@ -94,7 +99,7 @@ fn complete_send(qp: &Qp<MetaRoceDriver>, wr_id: u64, sent: Result<(), WcStatus>
 /// Where the datagram of `w` goes: its AH, or the address vector in the WQE.
 fn address(
     dev: &Device<MetaRoceDriver>,
-    qp: &Qp<MetaRoceDriver>,
+    qp: &DriverQp<MetaRoceDriver>,
     w: &SendWqe,
 ) -> Option<WqeAddress> {
     let ud = w.ud.as_ref()?;
@@ -111,7 +116,7 @@ fn address(
 /// A user WQE's datagram.
 fn send(
     dev: &Device<MetaRoceDriver>,
-    qp: &Qp<MetaRoceDriver>,
+    qp: &DriverQp<MetaRoceDriver>,
     w: &SendWqe,
 ) -> Result<(), WcStatus> {
     let imm = match w.opcode {
@@ -149,7 +154,7 @@ fn send(
 /// A kernel consumer's datagram.
 fn send_kernel(
     dev: &Device<MetaRoceDriver>,
-    qp: &Qp<MetaRoceDriver>,
+    qp: &DriverQp<MetaRoceDriver>,
     w: &KernelSend,
 ) -> Result<(), WcStatus> {
     let len = usize::try_from(w.buffers.len()).map_err(|_| WcStatus::LocLenErr)?;
@@ -179,7 +184,7 @@ struct Datagram {
 /// Builds and sends one datagram; `fill` writes its payload.
 fn transmit(
     dev: &Device<MetaRoceDriver>,
-    qp: &Qp<MetaRoceDriver>,
+    qp: &DriverQp<MetaRoceDriver>,
     d: &Datagram,
     fill: impl FnOnce(&mut [u8]) -> Result<(), WcStatus>,
 ) -> Result<(), WcStatus> {
@@ -273,7 +278,7 @@ pub(crate) fn receive(dev: &Device<MetaRoceDriver>, rx: &mut Received<'_>) -> Re
 fn accepting_qp(
     dev: &Device<MetaRoceDriver>,
     h: &UdHeader,
-) -> Result<Arc<Qp<MetaRoceDriver>>, UdDrop> {
+) -> Result<Arc<DriverQp<MetaRoceDriver>>, UdDrop> {
     let qp = dev
         .objects()
         .qps

@@ -1,16 +1,19 @@
 // SPDX-License-Identifier: GPL-2.0
 
 //! Work requests as the driver sees them: SGEs, opcodes and flags, payloads, the
-//! parsed send and receive WQEs and the address of a UD send.
+//! parsed send and receive WQEs (of a QP or an SRQ) and the address of a UD send.
 
-use super::MAX_INLINE;
-use super::MAX_SGE;
 use crate::{
     av::{AddressVector, IpAddress},
     bindings,
     cq::WcOpcode,
 };
 use kernel::prelude::*;
+
+/// The most SGEs a work request may have (the rings are sized for at most this many).
+pub const MAX_SGE: usize = 32;
+/// The most inline data a send work request may carry.
+pub const MAX_INLINE: usize = MAX_SGE * size_of::<bindings::rxe_sge>();
 
 /// A scatter/gather element (`struct rxe_sge`).
 #[derive(Clone, Copy, Debug, Default)]
@@ -26,8 +29,8 @@ pub struct Sge {
 /// Up to [`MAX_SGE`] SGEs.
 #[derive(Clone, Copy, Debug)]
 pub struct SgeList {
-    pub(super) len: usize,
-    pub(super) sges: [Sge; MAX_SGE],
+    pub(crate) len: usize,
+    pub(crate) sges: [Sge; MAX_SGE],
 }
 
 impl SgeList {

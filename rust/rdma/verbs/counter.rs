@@ -25,6 +25,7 @@ use crate::{
     bindings,
     device::Driver,
     qp::{Qp, QpObject},
+    stats::MAX_QP_COUNTERS,
 };
 use core::{marker::PhantomData, ptr};
 use kernel::{
@@ -37,15 +38,12 @@ use kernel::{
     types::Opaque,
 };
 
-/// The most per-QP counters a driver may have.
-pub const MAX_QP_COUNTERS: usize = 16;
-
 /// Counter ids handed out so far (ib_core tracks counters by id; 0 is never used).
 static NEXT_ID: Atomic<u32> = Atomic::new(1);
 
 /// A QP bound to a counter, with its values when it bound.
 struct Member<T: Driver> {
-    qp: Arc<Qp<T>>,
+    qp: Arc<Qp<T::Qp>>,
     /// The core's QP, as its identity at unbind.
     ib: *mut bindings::ib_qp,
     base: [u64; MAX_QP_COUNTERS],
@@ -95,7 +93,7 @@ impl<T: Driver> Adapter<T> {
     const FIRST: usize = T::HW_COUNTERS.len() - Self::N;
 
     /// The driver's values of `qp`, `N` of them.
-    fn read(qp: &Qp<T>) -> [u64; MAX_QP_COUNTERS] {
+    fn read(qp: &Qp<T::Qp>) -> [u64; MAX_QP_COUNTERS] {
         let mut v = [0; MAX_QP_COUNTERS];
         T::qp_counters(qp, &mut v[..Self::N]);
         v
@@ -160,7 +158,7 @@ impl<T: Driver> Adapter<T> {
         from_result(|| {
             // SAFETY: The core binds a live QP of ours (it holds a reference) to a live
             // counter whose mutex it holds.
-            let (qp, state) = unsafe { (QpObject::<T>::get(ib)?, Self::state(counter)) };
+            let (qp, state) = unsafe { (QpObject::<T::Qp>::get(ib)?, Self::state(counter)) };
             let base = Self::read(&qp);
             state.members.push(Member { qp, ib, base }, GFP_KERNEL)?;
             // SAFETY: As above; the core reads `qp->counter` to unbind it later.
