@@ -361,8 +361,26 @@ test_open_budget() {
 	return $KSFT_PASS
 }
 
+# The module's KUnit suites (rust/rdma's pure functions; CONFIG_KUNIT=y in the test
+# kernel) run when it loads; KUnit keeps each suite's KTAP in debugfs.
+test_kunit() {
+	local suite=rdma_wqe_walk_sges dir=/sys/kernel/debug/kunit/rdma_wqe_walk_sges r plan cases
+	rmmod metaroce && load_metaroce || { fail "reload"; return; }
+	[ -r $dir/results ] || { fail "no KUnit results for $suite (CONFIG_KUNIT=y? debugfs?)"; return; }
+	r=$(cat $dir/results)
+	echo "$r" | sed 's/^/# /'
+	# The suite's own plan, after its Subtest line (the file starts with KTAP's 1..1).
+	plan=$(echo "$r" | sed -n "/# Subtest: $suite\$/,\$ s/^ *1\.\.\([0-9]*\)\$/\1/p" | head -1)
+	cases=$(echo "$r" | grep '^ *ok [0-9]* ' | grep -vc " $suite\$")
+	echo "$r" | grep -q 'not ok' && { fail "a KUnit case of $suite failed"; return; }
+	[ -n "$plan" ] && [ "$plan" -gt 0 ] && [ "$cases" = "$plan" ] \
+		|| { fail "$cases of ${plan:-?} KUnit cases passed"; return; }
+	ktap_print_msg "$suite: $cases of $plan cases ok"
+	return $KSFT_PASS
+}
+
 ktap_print_header
-ktap_set_plan 12
+ktap_set_plan 13
 if ! setup; then
 	ktap_print_msg "setup failed"
 	exit $KSFT_FAIL
@@ -379,4 +397,5 @@ ktap_test "rmmod with devices and an open context" test_rmmod_with_devices
 ktap_test "max_conns=3: RTR to a fourth peer address fails with ENOSPC" test_max_conns
 ktap_test "connection memory is charged to the creating process's memory cgroup" test_conn_memory
 ktap_test "open_rate=100: OPENs with dst_conn 0 beyond the budget are dropped" test_open_budget
+ktap_test "the module's KUnit suite passes (SGE walking)" test_kunit
 ktap_finished

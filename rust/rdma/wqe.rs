@@ -292,3 +292,104 @@ pub struct RecvWqe {
     /// with `IBV_WC_LOC_LEN_ERR`).
     pub sges: Option<SgeList>,
 }
+
+#[kunit_tests(rdma_wqe_walk_sges)]
+mod tests {
+    use super::*;
+
+    /// A piece of a walk: (the SGE's lkey, address, position, count).
+    type Piece = (u32, u64, usize, usize);
+
+    fn sge(addr: u64, length: u32, lkey: u32) -> Sge {
+        Sge { addr, length, lkey }
+    }
+
+    /// The pieces `walk_sges` reports, with its result.
+    fn walk(sges: &[Sge], offset: u64, len: usize) -> Result<(KVec<Piece>, Result)> {
+        let mut pieces = KVec::new();
+        let mut grow = Ok(());
+        let r = walk_sges(sges, offset, len, |s, addr, pos, n| {
+            if grow.is_ok() {
+                grow = pieces.push((s.lkey, addr, pos, n), GFP_KERNEL);
+            }
+            Ok(())
+        });
+        grow?;
+        Ok((pieces, r))
+    }
+
+    #[test]
+    fn a_range_inside_one_sge_is_one_piece() -> Result {
+        let sges = [sge(0x1000, 100, 1)];
+        let (p, r) = walk(&sges, 10, 20)?;
+        assert!(r.is_ok());
+        assert_eq!(&p[..], &[(1, 0x100a, 0, 20)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_range_across_sges_is_split_at_their_ends() -> Result {
+        let sges = [sge(0x1000, 8, 1), sge(0x2000, 8, 2), sge(0x3000, 8, 3)];
+        // Bytes 6..20: the last 2 of the first SGE, all of the second, 4 of the third.
+        let (p, r) = walk(&sges, 6, 14)?;
+        assert!(r.is_ok());
+        assert_eq!(
+            &p[..],
+            &[(1, 0x1006, 0, 2), (2, 0x2000, 2, 8), (3, 0x3000, 10, 4)]
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn an_offset_skips_whole_and_empty_sges() -> Result {
+        let sges = [sge(0x1000, 8, 1), sge(0x9000, 0, 9), sge(0x2000, 8, 2)];
+        let (p, r) = walk(&sges, 8, 8)?;
+        assert!(r.is_ok());
+        assert_eq!(&p[..], &[(2, 0x2000, 0, 8)]);
+        Ok(())
+    }
+
+    #[test]
+    fn a_list_shorter_than_the_range_is_emsgsize_after_what_fits() -> Result {
+        let sges = [sge(0x1000, 8, 1), sge(0x2000, 4, 2)];
+        let (p, r) = walk(&sges, 2, 20)?;
+        assert!(r == Err(EMSGSIZE));
+        assert_eq!(&p[..], &[(1, 0x1002, 0, 6), (2, 0x2000, 6, 4)]);
+        // An offset past the end reaches nothing.
+        let (p, r) = walk(&sges, 12, 1)?;
+        assert!(r == Err(EMSGSIZE));
+        assert!(p.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn an_empty_range_touches_nothing() -> Result {
+        let (p, r) = walk(&[sge(0x1000, 8, 1)], 100, 0)?;
+        assert!(r.is_ok());
+        assert!(p.is_empty());
+        let (p, r) = walk(&[], 0, 0)?;
+        assert!(r.is_ok());
+        assert!(p.is_empty());
+        Ok(())
+    }
+
+    #[test]
+    fn the_callbacks_error_stops_the_walk() {
+        let sges = [sge(0x1000, 4, 1), sge(0x2000, 4, 2)];
+        let mut calls = 0;
+        let r = walk_sges(&sges, 0, 8, |_, _, _, _| {
+            calls += 1;
+            Err(EFAULT)
+        });
+        assert!(r == Err(EFAULT));
+        assert_eq!(calls, 1);
+    }
+
+    #[test]
+    fn an_address_at_the_top_of_the_address_space_wraps_for_the_mr_lookup_to_refuse() -> Result {
+        let (p, r) = walk(&[sge(u64::MAX - 1, 8, 1)], 4, 2)?;
+        assert!(r.is_ok());
+        assert_eq!(&p[..], &[(1, 2, 0, 2)]);
+        Ok(())
+    }
+}
