@@ -10,11 +10,17 @@
  * or macro (kmap_local_page()/kunmap_local(), cmpxchg64(), skb_shinfo(),
  * skb_can_coalesce(), skb_fill_page_desc(), for_each_sgtable_page(), preemption
  * control), so a Rust loop would cross into a helper per page or fragment of every
- * packet, and the kernel crate has no type yet for a borrowed page (kernel::page::Page
- * owns its page) or for an skb's fragments. Each checks its bounds from its own
- * arguments before touching memory; their only callers are the safe types of rust/rdma
- * (mr.rs, skb.rs, udp.rs, netdev.rs, work.rs) that hold the invariants. When the
- * kernel crate gains those types, these loops move to Rust.
+ * packet, and the kernel crate has no type for an skb's fragments. The page walks have
+ * a second reason: they touch application memory that user space, and other QPs'
+ * transfers, may write at the same moment (RDMA orders none of it). C's memcpy() and
+ * cmpxchg64() on such pages are the kernel's idiom, as in rdma_rxe; in Rust a copy
+ * that races a write is undefined behaviour, and kernel::page::BorrowedPage's
+ * read_raw()/write_raw() (like Atomic::from_ptr() for the word of an atomic) require
+ * the caller to rule such races out, which a device cannot. Each checks its bounds
+ * from its own arguments before touching memory; their only callers are the safe types
+ * of rust/rdma (mr.rs, skb.rs, udp.rs, netdev.rs, work.rs) that hold the invariants.
+ * When the kernel crate gains a type for racy shared memory (as UserSlice is for user
+ * addresses) and one for an skb's fragments, these loops move to Rust.
  * Implementations: rust/helpers/metaroce_helpers.c.
  */
 #ifndef METAROCE_HELPERS_H

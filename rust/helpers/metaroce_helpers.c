@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * C helpers for the Rust abstractions in rust/rdma: one line each, wrapping a
- * static inline function or macro of the kernel headers.
+ * C helpers for the Rust abstractions in rust/rdma: most are one line, wrapping a
+ * static inline function or macro of the kernel headers; the page walks, the GSO
+ * burst and batching-receive helpers hold a loop each, for the reasons
+ * include/metaroce/helpers.h gives.
  */
 #include <linux/ethtool.h>
 #include <linux/if_vlan.h>
