@@ -435,9 +435,25 @@ pub fn incast(
     msg: u32,
     seed: u64,
 ) -> IncastResult {
+    incast_with(transport, senders, bytes, msg, seed, true)
+}
+
+/// [`incast`], with the receivers' rate hints on or off (`hints`; MetaRoCE only).
+pub fn incast_with(
+    transport: Transport,
+    senders: usize,
+    bytes: u64,
+    msg: u32,
+    seed: u64,
+    hints: bool,
+) -> IncastResult {
     let net = incast_network(senders, 8);
     let ecn = net.downlink.ecn_threshold_bytes;
-    let mut w = build_world_with_hints(net, transport, seed);
+    let mut w = if hints {
+        build_world_with_hints(net, transport, seed)
+    } else {
+        build_world(net, transport, seed)
+    };
     let down = 2 * w.net.paths();
     let sample_ns = US;
     w.sample(sample_ns, 2 * crate::clock::MS, vec![down], Some(0));
