@@ -25,6 +25,8 @@ u32 metaroce_param_pacing_burst_us(void);
 u32 metaroce_param_pacing_gain_pct(void);
 /* paths: the number of paths of new connections. */
 u32 metaroce_param_paths(void);
+/* tail_probe: whether a new connection's paths keep probe timers (MR-RTX-15). */
+bool metaroce_param_tail_probe(void);
 /* window_ack_req: the largest window (packets) whose filling asks for an ACK; 0 = any. */
 u32 metaroce_param_window_ack_req(void);
 

@@ -48,6 +48,11 @@ module_param(paths, uint, 0644);
 MODULE_PARM_DESC(paths,
 		 "Paths (UDP source ports) of a new connection (1..16, default 8)");
 
+static bool tail_probe;
+module_param(tail_probe, bool, 0644);
+MODULE_PARM_DESC(tail_probe,
+		 "A new connection's paths declare their packets lost after 2 SRTT without an ACK instead of waiting for the RTO (spec MR-RTX-15; default N)");
+
 static unsigned int window_ack_req;
 module_param(window_ack_req, uint, 0644);
 MODULE_PARM_DESC(window_ack_req,
@@ -86,6 +91,11 @@ u32 metaroce_param_pacing_burst_us(void)
 u32 metaroce_param_pacing_gain_pct(void)
 {
 	return READ_ONCE(pacing_gain_pct);
+}
+
+bool metaroce_param_tail_probe(void)
+{
+	return READ_ONCE(tail_probe);
 }
 
 u32 metaroce_param_window_ack_req(void)

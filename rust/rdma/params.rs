@@ -23,6 +23,13 @@ pub fn gso() -> bool {
     unsafe { crate::bindings::metaroce_param_gso() }
 }
 
+/// `tail_probe`: whether a new connection's paths keep probe timers (the protocol
+/// core's `tail_probe`).
+pub fn tail_probe() -> bool {
+    // SAFETY: Reads a module parameter with READ_ONCE; any context.
+    unsafe { crate::bindings::metaroce_param_tail_probe() }
+}
+
 /// `gro`: whether tunnel sockets take UDP GSO/GRO buffers whole and walk their
 /// datagrams in place (read when a namespace's sockets are created).
 pub fn gro() -> bool {

@@ -81,6 +81,7 @@ pub(crate) fn config(id: u32, mtu: u32, attrs: &QpAttributes) -> Config {
         0 => u32::MAX,
         n => n,
     };
+    cfg.tail_probe = rdma::params::tail_probe();
     cfg
 }
 

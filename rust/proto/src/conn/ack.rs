@@ -259,18 +259,24 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
     }
 
-    /// Re-arms (on progress) or cancels a path's retransmission timer.
+    /// Re-arms (on progress) or cancels a path's retransmission timer, and its
+    /// probe timer with it ([MR-RTX-15]).
     pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
         let max = self.cfg.rto_max_ns;
         let rto = self.base_rto(pi);
+        let (probe, hold) = (self.cfg.tail_probe, self.cfg.ack_hold_ns());
         let Some(p) = self.paths.get_mut(pi) else {
             return;
         };
         if p.inflight.in_flight == 0 {
             p.rto_deadline = None;
+            p.probe_deadline = None;
         } else if progress || p.rto_deadline.is_none() {
             let backed = rto.checked_shl(p.backoff).unwrap_or(max).min(max);
             p.rto_deadline = Some(now.add_nanos(backed));
+            // Only on a path with RTT samples and before its timeout.
+            let pto = p.probe_timeout(hold).filter(|&pto| pto < backed);
+            p.probe_deadline = pto.filter(|_| probe).map(|pto| now.add_nanos(pto));
         }
     }
 

@@ -92,6 +92,10 @@ pub struct Config {
     pub ack_delay_ns: u64,
     /// Inbound rate this side offers the peer (fair share), bytes/s; 0 = no hint.
     pub rate_hint_bps: u64,
+    /// Probe timeouts ([MR-RTX-15]): a path whose packets stay unacknowledged
+    /// for `2 * srtt + ack_hold` declares those sent that long ago lost, as its
+    /// SACK loss detection would, instead of waiting for its RTO. Off by default.
+    pub tail_probe: bool,
     /// Pace transmissions at `min(peer hint, window / SRTT)`.
     pub pacing: bool,
     /// Pacing credit that may accumulate while idle.
@@ -126,6 +130,7 @@ impl Config {
             window_ack_req: u32::MAX,
             ack_delay_ns: 10_000,
             rate_hint_bps: 0,
+            tail_probe: false,
             pacing: true,
             pacing_burst_ns: 20_000,
             pacing_gain: DEFAULT_PACING_GAIN,

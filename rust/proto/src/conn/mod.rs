@@ -131,6 +131,8 @@ pub struct Stats {
     pub timeouts: u64,
     /// Of those, found spurious ([MR-RTX-12]).
     pub spurious_timeouts: u64,
+    /// Probe timeouts that declared packets lost ([MR-RTX-15]).
+    pub probes: u64,
     /// Events dropped because the event queue was full.
     pub events_dropped: u64,
     /// NAKs not sent because the NAK queue was full.
@@ -786,6 +788,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         };
         for p in self.paths.iter().take(usize::from(self.cfg.paths)) {
             t = earliest(t, p.rto_deadline);
+            t = earliest(t, p.probe_deadline);
         }
         t = earliest(t, self.rnr_wakeup);
         if self.paced {
@@ -813,8 +816,60 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
                 .is_some_and(|d| now >= d);
             if expired {
                 self.on_rto(i, now);
+                continue;
+            }
+            let overdue = self
+                .paths
+                .get(i)
+                .and_then(|p| p.probe_deadline)
+                .is_some_and(|d| now >= d);
+            if overdue {
+                self.on_probe_timeout(i, now);
             }
         }
+    }
+
+    /// A path's probe timer fired ([MR-RTX-15]): its packets sent at least a probe
+    /// timeout ago are lost, as if a SACK had shown it; no backoff, no timeout.
+    //= Documentation/metaroce/spec.rst#probe-timeout
+    fn on_probe_timeout(&mut self, i: usize, now: Instant) {
+        let hold = self.cfg.ack_hold_ns();
+        let initial = self.cfg.rto_initial_ns;
+        self.loss_detections = self.loss_detections.wrapping_add(1);
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        p.probe_deadline = None;
+        let Some(pto) = p.probe_timeout(hold) else {
+            return;
+        };
+        let (mut psn, end) = p.inflight.range();
+        let mut lost_bytes = 0u32;
+        while psn != end {
+            let overdue = p
+                .inflight
+                .get(psn)
+                .is_some_and(|s| now.nanos_since(s.sent_at) >= pto);
+            if !overdue {
+                // Later packets were sent later still.
+                break;
+            }
+            if let Some(s) = p.inflight.mark_lost(psn) {
+                lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
+                p.stats.lost = p.stats.lost.saturating_add(1);
+                self.qps
+                    .request_lost(&s, self.loss_detections, now, &self.cfg);
+            }
+            psn = psn.wrapping_add(1);
+        }
+        let srtt = p.rtt.srtt_or(initial);
+        if lost_bytes > 0 {
+            p.stats.probes = p.stats.probes.saturating_add(1);
+            self.stats.probes = self.stats.probes.saturating_add(1);
+            self.cc
+                .on_congestion(i, Signal::Loss(lost_bytes), srtt, now);
+        }
+        self.rearm_rto(i, now, false);
     }
 
     /// A path's retransmission timer fired: everything in flight on it is lost.

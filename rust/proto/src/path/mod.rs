@@ -31,8 +31,10 @@ pub struct PathStats {
     pub retransmitted: u64,
     /// Packets acknowledged.
     pub acked: u64,
-    /// Packets declared lost by a SACK gap.
+    /// Packets declared lost by a SACK gap or a probe timeout.
     pub lost: u64,
+    /// Probe timeouts that declared packets lost ([MR-RTX-15]).
+    pub probes: u64,
     /// Retransmission timeouts.
     pub timeouts: u64,
     /// Of those, found spurious: a packet they declared lost was acknowledged.
@@ -68,6 +70,9 @@ pub(crate) struct TxPath {
     pub(crate) inflight: Inflight,
     pub(crate) rtt: RttEstimator,
     pub(crate) rto_deadline: Option<Instant>,
+    /// When its packets are overdue without a timeout ([MR-RTX-15]; only with
+    /// `Config::tail_probe`).
+    pub(crate) probe_deadline: Option<Instant>,
     /// The next PSN when the last timeout fired: the PSNs before it that the
     /// timeout declared lost prove it spurious if acknowledged.
     pub(crate) timeout_end: Option<u32>,
@@ -91,6 +96,20 @@ pub(crate) struct TxPath {
 }
 
 impl TxPath {
+    /// The probe timeout ([MR-RTX-15]): twice the smoothed RTT and the receiver's
+    /// longest ACK hold; `None` before the path's first RTT sample.
+    pub(crate) fn probe_timeout(&self, ack_hold: u64) -> Option<u64> {
+        if !self.rtt.has_sample() {
+            return None;
+        }
+        Some(
+            self.rtt
+                .srtt_or(0)
+                .saturating_mul(2)
+                .saturating_add(ack_hold),
+        )
+    }
+
     /// A fresh path on source port `sport` whose first PSN is `first_psn`,
     /// built in place (the in-flight ring is 6 KiB).
     pub(crate) fn init(sport: u16, first_psn: u32) -> impl Init<Self> {
@@ -99,6 +118,7 @@ impl TxPath {
             inflight <- Inflight::init(first_psn),
             rtt: RttEstimator::default(),
             rto_deadline: None,
+            probe_deadline: None,
             timeout_end: None,
             backoff: 0,
             consecutive_rto: 0,
@@ -120,6 +140,7 @@ impl TxPath {
         self.inflight.reset(first_psn);
         self.rtt = RttEstimator::default();
         self.rto_deadline = None;
+        self.probe_deadline = None;
         self.timeout_end = None;
         self.backoff = 0;
         self.consecutive_rto = 0;

@@ -56,6 +56,53 @@ fn retirement_resets_backoff_and_reorder_threshold() {
     );
 }
 
+// spec: MR-RTX-15
+#[test]
+fn a_lost_tail_is_found_by_the_probe_timeout_before_the_rto() {
+    for probe in [true, false] {
+        let (mut n, qp) = Net::with_qp(1);
+        n.c[0].cfg.tail_probe = probe;
+        // A first WRITE, acknowledged, gives the path its RTT sample.
+        n.c[0].post_send(qp, write(1, 1024, 5)).unwrap();
+        let first = n.out(0);
+        n.ack_back(&first);
+        assert!(n.c[0].paths[0].rtt.has_sample());
+        // The second one's only packet is lost: nothing later on the path reveals it.
+        n.c[0].post_send(qp, write(2, 1024, 5)).unwrap();
+        let sent_at = n.now;
+        assert_eq!(n.out(0).iter().filter(|p| is_data(p)).count(), 1);
+        let pto = n.c[0].paths[0]
+            .probe_timeout(n.c[0].cfg.ack_hold_ns())
+            .unwrap();
+        let rto = n.c[0].base_rto(0);
+        assert!(pto < rto, "probe timeout {pto} ns, RTO {rto} ns");
+        let due = n.c[0].poll_timeout().unwrap();
+        n.now = sent_at.add_nanos(pto);
+        if probe {
+            assert_eq!(due, n.now, "the probe timer is the next deadline");
+            n.c[0].handle_timeout(n.now);
+            let again = n.out(0);
+            assert_eq!(again.iter().filter(|p| is_data(p)).count(), 1, "sent again");
+            let s = n.c[0].stats();
+            assert_eq!((s.timeouts, s.probes), (0, 1));
+            assert_eq!(n.c[0].paths[0].backoff, 0);
+            n.ack_back(&again);
+            let done = n.completions(0);
+            assert!(done
+                .iter()
+                .any(|c| c.wr_id == 2 && c.status == WcStatus::Success));
+        } else {
+            assert!(due > n.now, "without probes the RTO is the next deadline");
+            n.c[0].handle_timeout(n.now);
+            assert!(
+                n.out(0).iter().all(|p| !is_data(p)),
+                "nothing sent before the RTO"
+            );
+            assert_eq!(n.c[0].stats().probes, 0);
+        }
+    }
+}
+
 // spec: MR-PATH-5, MR-PATH-7
 #[test]
 fn path_view_follows_timeouts_retirement_and_recovery() {
