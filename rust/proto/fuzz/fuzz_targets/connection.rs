@@ -90,6 +90,8 @@ fuzz_target!(|data: &[u8]| {
     let mut cfg = Config::new(0x11);
     cfg.mtu = 256;
     cfg.paths = 4;
+    // Probe timeouts ([MR-RTX-15]) for half the inputs (the first byte, not consumed).
+    cfg.tail_probe = data.first().is_some_and(|b| b & 0x40 != 0);
     let mut conns = [
         Box::init(Connection::init_aimd(cfg, now0, 1)).unwrap_or_else(|e| match e {}),
         {
