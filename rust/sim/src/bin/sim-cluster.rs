@@ -218,11 +218,12 @@ fn main() {
             let goodput = if r.run.ok() {
                 format!("{:.1} Gb/s", r.run.goodput_gbps())
             } else {
-                format!(
-                    "failed: {} of {n} flows, {}",
-                    r.run.failed_flows,
-                    r.run.error.clone().unwrap_or_default()
-                )
+                let why = r
+                    .run
+                    .error
+                    .as_deref()
+                    .map_or(String::new(), |e| format!(" ({e})"));
+                format!("failed: {} of {n} flows{why}", r.run.failed_flows)
             };
             println!(
                 "| {n}:1 | {kib} KiB | {} | {goodput} | {:.2} | {} KiB | {} | {} | {} | {} | {:.1} s |",
