@@ -14,6 +14,7 @@
 #   make fmt        format every Rust file as the kernel does (rustfmt.toml)
 #   make sim        the deterministic simulator's results table
 #   make sim-cluster   multiplane fabrics: MetaRoCE and RoCEv2 against the ideal
+#                      (report and plots in target/sim-cluster/)
 #   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
 #                   benchmark kernel (no lockdep; built once, like the test kernel)
 #   make bench-fabric  metaroce vs rdma_rxe on a routed ECMP fabric in the VM: a
@@ -86,7 +87,10 @@ sim: setup
 	cargo run --release --quiet -p metaroce-sim --bin sim-report
 
 sim-cluster: setup
-	cargo run --release --quiet -p metaroce-sim --bin sim-cluster -- $(ARGS)
+	mkdir -p target/sim-cluster
+	set -o pipefail; cargo run --release --quiet -p metaroce-sim --bin sim-cluster -- $(ARGS) \
+		| tee target/sim-cluster/report.md
+	/usr/bin/python3 tools/sim-cluster-plots.py target/sim-cluster/report.md target/sim-cluster
 
 bench: setup
 	@tools/bench

@@ -1,0 +1,135 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: GPL-2.0
+"""Plots of `make sim-cluster`'s tables (issue 38), with matplotlib.
+
+    tools/sim-cluster-plots.py REPORT.md OUTDIR
+
+Reads the Markdown that `sim-cluster` prints and writes into OUTDIR:
+  planes.png  goodput per host against the number of planes (permutation), MetaRoCE
+              and RoCEv2 GBN+DCQCN, with the ideal (every plane full);
+  loss.png    share of the clean run kept against random loss, MetaRoCE with and
+              without probe timeouts and RoCEv2;
+  incast.png  drops at the receiver's port against the fan-in, hints on and off.
+A table missing from the report is skipped with a note. Run with /usr/bin/python3
+(Debian's python3-matplotlib, installed by scripts/setup-host.sh).
+"""
+
+import pathlib
+import re
+import sys
+
+
+def tables(text):
+    """{section heading: [row cells]} for every Markdown table under a `## ` heading."""
+    out, section = {}, None
+    for line in text.splitlines():
+        if line.startswith("## "):
+            section = line[3:].strip()
+            out.setdefault(section, [])
+        elif section and line.startswith("|") and not line.startswith("|---"):
+            out[section].append([c.strip() for c in line.strip("|").split("|")])
+    return out
+
+
+def section(tabs, prefix):
+    """The rows (header dropped) of the first section whose heading starts with `prefix`."""
+    for name, rows in tabs.items():
+        if name.startswith(prefix) and len(rows) > 1:
+            return rows[0], rows[1:]
+    return None, []
+
+
+def percent(cell):
+    """The first percentage of a cell (`62% (1082 us, ...)` -> 62.0), or None."""
+    m = re.match(r"\s*([0-9.]+)%", cell)
+    return float(m.group(1)) if m else None
+
+
+def main():
+    if len(sys.argv) != 3:
+        print(__doc__, file=sys.stderr)
+        return 2
+    tabs = tables(pathlib.Path(sys.argv[1]).read_text())
+    out = pathlib.Path(sys.argv[2])
+    out.mkdir(parents=True, exist_ok=True)
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("(no plots: matplotlib is missing; apt-get install python3-matplotlib)")
+        return 0
+    written = []
+
+    head, rows = section(tabs, "Goodput against planes")
+    if rows:
+        planes = [int(r[0]) for r in rows]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(planes, [100 * p for p in planes], "k--", label="ideal (every plane full)")
+        for col, name in ((2, "MetaRoCE, 16 paths"), (3, "RoCEv2 GBN+DCQCN")):
+            ys = [(percent(r[col]) or 0) * p for r, p in zip(rows, planes)]
+            ax.plot(planes, ys, "o-", label=name)
+        ax.set_xlabel("planes (100 Gb/s port each)")
+        ax.set_ylabel("goodput per host, Gb/s (share of ideal x planes x 100)")
+        ax.set_xticks(planes)
+        ax.set_title("Permutation on a multiplane fabric")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "planes.png", dpi=120)
+        written.append("planes.png")
+    else:
+        print("(no planes table)")
+
+    head, rows = section(tabs, "Random loss")
+    if rows:
+        labels = [r[0] for r in rows]
+        xs = range(len(rows))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        # Every "of clean" column, named after the column before it.
+        for i, h in enumerate(head):
+            if h == "of clean" and i > 0:
+                name = re.sub(r"\s*\(\[MR-[A-Z]+-\d+\]\)", "", head[i - 1])
+                ax.plot(xs, [percent(r[i]) or 0 for r in rows], "o-", label=name)
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels(labels)
+        ax.set_xlabel("random loss across the spines")
+        ax.set_ylabel("goodput kept, % of the same transport's clean run")
+        ax.set_ylim(0, 110)
+        ax.set_title("Random loss, 4 planes (permutation)")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "loss.png", dpi=120)
+        written.append("loss.png")
+    else:
+        print("(no loss table)")
+
+    head, rows = section(tabs, "Incast")
+    if rows:
+        col = head.index("drops")
+        fans = sorted({r[0] for r in rows}, key=lambda f: int(f.split(":")[0]))
+        fig, ax = plt.subplots(figsize=(6, 4))
+        width = 0.38
+        for k, hints in enumerate(("on", "off")):
+            ys = [next((int(r[col]) for r in rows if r[0] == f and r[2] == hints), 0)
+                  for f in fans]
+            ax.bar([i + (k - 0.5) * width for i in range(len(fans))], ys, width,
+                   label=f"hints {hints}")
+        ax.set_xticks(range(len(fans)))
+        ax.set_xticklabels(fans)
+        ax.set_xlabel("senders into one 100 Gb/s port (1 MiB queue)")
+        ax.set_ylabel("datagrams dropped at the port")
+        ax.set_yscale("log")
+        ax.set_title("Incast, receiver's rate hints on and off")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "incast.png", dpi=120)
+        written.append("incast.png")
+    else:
+        print("(no incast table)")
+
+    print("plots: " + ", ".join(str(out / w) for w in written))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
