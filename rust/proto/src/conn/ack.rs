@@ -163,16 +163,8 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let mut lost_bytes = 0u32;
             let mut psn = una;
             self.loss_detections = self.loss_detections.wrapping_add(1);
-            let Some(p) = self.paths.get_mut(pi) else {
-                return;
-            };
             while psn != next && seq_diff(largest, psn) >= thresh as i32 {
-                if let Some(s) = p.inflight.mark_lost(psn) {
-                    lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
-                    p.stats.lost = p.stats.lost.saturating_add(1);
-                    self.qps
-                        .request_lost(&s, self.loss_detections, now, &self.cfg);
-                }
+                lost_bytes = lost_bytes.saturating_add(self.declare_lost(pi, psn, now));
                 psn = psn.wrapping_add(1);
             }
             if lost_bytes > 0 {
@@ -259,6 +251,22 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
     }
 
+    /// Declares `psn` of path `pi` lost as a SACK gap or a probe timeout does
+    /// ([MR-SACK-17], [MR-RTX-15]): its request goes back to its QP to be sent again
+    /// under the current loss detection. Returns its bytes (0: it was not in flight).
+    pub(crate) fn declare_lost(&mut self, pi: usize, psn: u32, now: Instant) -> u32 {
+        let Some(p) = self.paths.get_mut(pi) else {
+            return 0;
+        };
+        let Some(s) = p.inflight.mark_lost(psn) else {
+            return 0;
+        };
+        p.stats.lost = p.stats.lost.saturating_add(1);
+        self.qps
+            .request_lost(&s, self.loss_detections, now, &self.cfg);
+        u32::from(s.bytes)
+    }
+
     /// Re-arms (on progress) or cancels a path's retransmission timer, and its
     /// probe timer with it ([MR-RTX-15]).
     pub(crate) fn rearm_rto(&mut self, pi: usize, now: Instant, progress: bool) {
@@ -275,8 +283,11 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             let backed = rto.checked_shl(p.backoff).unwrap_or(max).min(max);
             p.rto_deadline = Some(now.add_nanos(backed));
             // Only on a path with RTT samples and before its timeout.
-            let pto = p.probe_timeout(hold).filter(|&pto| pto < backed);
-            p.probe_deadline = pto.filter(|_| probe).map(|pto| now.add_nanos(pto));
+            p.probe_deadline = probe
+                .then(|| p.probe_timeout(hold))
+                .flatten()
+                .filter(|&pto| pto < backed)
+                .map(|pto| now.add_nanos(pto));
         }
     }
 

@@ -845,23 +845,20 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         };
         let (mut psn, end) = p.inflight.range();
         let mut lost_bytes = 0u32;
-        while psn != end {
-            let overdue = p
-                .inflight
-                .get(psn)
-                .is_some_and(|s| now.nanos_since(s.sent_at) >= pto);
-            if !overdue {
-                // Later packets were sent later still.
-                break;
-            }
-            if let Some(s) = p.inflight.mark_lost(psn) {
-                lost_bytes = lost_bytes.saturating_add(u32::from(s.bytes));
-                p.stats.lost = p.stats.lost.saturating_add(1);
-                self.qps
-                    .request_lost(&s, self.loss_detections, now, &self.cfg);
-            }
+        // Later packets were sent later still: stop at the first not yet overdue.
+        while psn != end
+            && self
+                .paths
+                .get(i)
+                .and_then(|p| p.inflight.get(psn))
+                .is_some_and(|s| now.nanos_since(s.sent_at) >= pto)
+        {
+            lost_bytes = lost_bytes.saturating_add(self.declare_lost(i, psn, now));
             psn = psn.wrapping_add(1);
         }
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
         let srtt = p.rtt.srtt_or(initial);
         if lost_bytes > 0 {
             p.stats.probes = p.stats.probes.saturating_add(1);
