@@ -111,6 +111,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             self.conn_rtt.update(sample);
             p.stats.acked = p.stats.acked.saturating_add(1);
             p.consecutive_rto = 0;
+            p.silent_probes = 0;
             p.backoff = 0;
             self.consecutive_rto = 0;
             let srtt = p.rtt.srtt_or(self.cfg.rto_initial_ns);
@@ -217,6 +218,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         // The peer and the path are alive: timeouts since were not a dead peer's
         // ([MR-RTX-14]).
         p.consecutive_rto = 0;
+        p.silent_probes = 0;
         self.consecutive_rto = 0;
         let by_timeout = p.lost_by_timeout(psn);
         if by_timeout {
@@ -273,6 +275,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let max = self.cfg.rto_max_ns;
         let rto = self.base_rto(pi);
         let (probe, hold) = (self.cfg.tail_probe, self.cfg.ack_hold_ns());
+        let conn_rtt = &self.conn_rtt;
         let Some(p) = self.paths.get_mut(pi) else {
             return;
         };
@@ -284,7 +287,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             p.rto_deadline = Some(now.add_nanos(backed));
             // Only on a path with RTT samples and before its timeout.
             p.probe_deadline = probe
-                .then(|| p.probe_timeout(hold))
+                .then(|| p.probe_timeout(hold, conn_rtt))
                 .flatten()
                 .filter(|&pto| pto < backed)
                 .map(|pto| now.add_nanos(pto));

@@ -840,7 +840,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             return;
         };
         p.probe_deadline = None;
-        let Some(pto) = p.probe_timeout(hold) else {
+        let Some(pto) = p.probe_timeout(hold, &self.conn_rtt) else {
             return;
         };
         let (mut psn, end) = p.inflight.range();
@@ -862,9 +862,15 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let srtt = p.rtt.srtt_or(initial);
         if lost_bytes > 0 {
             p.stats.probes = p.stats.probes.saturating_add(1);
+            p.silent_probes = p.silent_probes.saturating_add(1);
             self.stats.probes = self.stats.probes.saturating_add(1);
             self.cc
                 .on_congestion(i, Signal::Loss(lost_bytes), srtt, now);
+            // A path that stays silent probe after probe is dead, as after as many
+            // timeouts: the probes would otherwise keep its RTO from ever firing.
+            if p.silent_probes >= self.cfg.path_retire_rtos {
+                self.retire_path(i, true);
+            }
         }
         self.rearm_rto(i, now, false);
     }
@@ -959,6 +965,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         p.sport = port;
         p.rtt = Default::default();
         p.consecutive_rto = 0;
+        p.silent_probes = 0;
         p.backoff = 0;
         p.timeout_end = None;
         p.reorder_threshold = self.cfg.reorder_threshold;

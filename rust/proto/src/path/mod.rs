@@ -78,6 +78,9 @@ pub(crate) struct TxPath {
     pub(crate) timeout_end: Option<u32>,
     pub(crate) backoff: u32,
     pub(crate) consecutive_rto: u32,
+    /// Probe timeouts that declared packets lost since the path's last
+    /// acknowledgement ([MR-RTX-15]): they retire it as timeouts would.
+    pub(crate) silent_probes: u32,
     pub(crate) ce_echo: u16,
     /// The receiver's duplicate count last seen (ACK path block `dup_count`).
     pub(crate) dup_echo: u8,
@@ -97,17 +100,18 @@ pub(crate) struct TxPath {
 
 impl TxPath {
     /// The probe timeout ([MR-RTX-15]): twice the smoothed RTT and the receiver's
-    /// longest ACK hold; `None` before the path's first RTT sample.
-    pub(crate) fn probe_timeout(&self, ack_hold: u64) -> Option<u64> {
-        if !self.rtt.has_sample() {
+    /// longest ACK hold; before the path's first RTT sample, from `conn_rtt` (the
+    /// connection's, over all its paths: a retired path's new route), and `None`
+    /// while neither has a sample.
+    pub(crate) fn probe_timeout(&self, ack_hold: u64, conn_rtt: &RttEstimator) -> Option<u64> {
+        let rtt = if self.rtt.has_sample() {
+            &self.rtt
+        } else if conn_rtt.has_sample() {
+            conn_rtt
+        } else {
             return None;
-        }
-        Some(
-            self.rtt
-                .srtt_or(0)
-                .saturating_mul(2)
-                .saturating_add(ack_hold),
-        )
+        };
+        Some(rtt.srtt_or(0).saturating_mul(2).saturating_add(ack_hold))
     }
 
     /// A fresh path on source port `sport` whose first PSN is `first_psn`,
@@ -122,6 +126,7 @@ impl TxPath {
             timeout_end: None,
             backoff: 0,
             consecutive_rto: 0,
+            silent_probes: 0,
             ce_echo: 0,
             dup_echo: 0,
             reorder_threshold: 1,

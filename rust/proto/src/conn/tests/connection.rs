@@ -72,7 +72,7 @@ fn a_lost_tail_is_found_by_the_probe_timeout_before_the_rto() {
         let sent_at = n.now;
         assert_eq!(n.out(0).iter().filter(|p| is_data(p)).count(), 1);
         let pto = n.c[0].paths[0]
-            .probe_timeout(n.c[0].cfg.ack_hold_ns())
+            .probe_timeout(n.c[0].cfg.ack_hold_ns(), &Default::default())
             .unwrap();
         let rto = n.c[0].base_rto(0);
         assert!(pto < rto, "probe timeout {pto} ns, RTO {rto} ns");
