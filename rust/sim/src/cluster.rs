@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only OR MIT
 
-//! Cluster-scale runs on a multiplane leaf-spine fabric (issue 38): the topology,
-//! permutation and all-to-all traffic, a whole plane failing mid-run, and the ideal
-//! (fluid) completion time each run is measured against.
+//! Cluster-scale runs on multiplane fabrics (issue 38): two-tier leaf-spine and
+//! three-tier fat-tree topologies, permutation, all-to-all and ring all-reduce
+//! traffic, a whole plane failing mid-run, the ideal completion time each run is
+//! measured against, and the queues and drops the packets met.
 //!
 //! Every host has one 100 Gb/s port per plane, so its NIC moves `planes x 100 Gb/s`.
 //! Each plane is non-blocking (as many spines as hosts per leaf, 100 Gb/s links):
@@ -12,12 +13,14 @@
 //! RoCEv2 has one 5-tuple per QP and so one plane and one spine.
 
 use crate::clock::{Time, US};
-use crate::link::LinkConfig;
-use crate::network::{Multiplane, NetworkConfig, PathFault};
+use crate::datagram::{Datagram, Ecn};
+use crate::link::{LinkConfig, QueueHist};
+use crate::network::{Multiplane, NetworkConfig, PathFault, PlaneLink};
 use crate::scenario::{
     build_world_with_hints, fabric_link, finish_run, RunResult, Transport, GBPS_100,
 };
-use crate::workload::FlowSpec;
+use crate::workload::{FlowSpec, MsgSpec, Op};
+use crate::world::World;
 
 /// A host port or fabric link of 100 Gb/s with 1 us of propagation, the standard
 /// shallow queue (1 MiB, ECN above 100 KiB).
@@ -40,19 +43,41 @@ pub fn multiplane_network(hosts: usize, planes: usize, leaves: usize) -> Network
             planes,
             leaves,
             spines: per_leaf,
+            pods: 0,
+            cores: 0,
             host_link: plane_link(),
             fabric_link: plane_link(),
         }),
     }
 }
 
-/// `net` with random loss on its leaf-spine links such that a datagram crossing the
-/// spines (both of its leaf-spine links) is lost with probability `loss`: each of the
-/// two drops `1 - sqrt(1 - loss)`. Host links stay clean, so datagrams between hosts
+/// Hosts under one leaf of a [`fat_tree_network`].
+pub const FAT_TREE_HOSTS_PER_LEAF: usize = 8;
+
+/// `hosts` hosts in `pods` pods of three-tier fat trees, `planes` of them: 8 hosts per
+/// leaf, 8 spines per pod, and as many cores per group as a pod has leaves, so each
+/// tier is non-blocking (100 Gb/s everywhere).
+pub fn fat_tree_network(hosts: usize, planes: usize, pods: usize) -> NetworkConfig {
+    let leaves = hosts.div_ceil(FAT_TREE_HOSTS_PER_LEAF).max(1);
+    let pods = pods.clamp(1, leaves);
+    let mut net = multiplane_network(hosts, planes, leaves);
+    if let Some(m) = net.multiplane.as_mut() {
+        m.spines = FAT_TREE_HOSTS_PER_LEAF;
+        m.pods = pods;
+        m.cores = leaves.div_ceil(pods);
+    }
+    net
+}
+
+/// `net` with random loss on its fabric links such that a datagram crossing the
+/// spines (both of its leaf-spine links; in a three-tier fabric, between pods, its
+/// four fabric links) is lost with probability `loss`: each of its `n` fabric links
+/// drops `1 - (1 - loss)^(1/n)`. Host links stay clean, so datagrams between hosts
 /// of one leaf are never lost (a permutation has none).
 pub fn with_spine_loss(mut net: NetworkConfig, loss: f64) -> NetworkConfig {
     if let Some(m) = net.multiplane.as_mut() {
-        m.fabric_link.loss = 1.0 - (1.0 - loss.clamp(0.0, 1.0)).sqrt();
+        let links = if m.three_tier() { 4.0 } else { 2.0 };
+        m.fabric_link.loss = 1.0 - (1.0 - loss.clamp(0.0, 1.0)).powf(1.0 / links);
     }
     net
 }
@@ -85,6 +110,111 @@ pub struct ClusterResult {
     pub ideal_ns: Time,
     /// Connections (host pairs) in the run.
     pub connections: usize,
+    /// The queues and drops the packets met.
+    pub queues: QueueSummary,
+    /// After a plane failure: how the goodput fell and came back.
+    pub recovery: Option<Recovery>,
+}
+
+/// Window over which [`Recovery`] measures the fabric's goodput.
+pub const RECOVERY_WINDOW_NS: Time = 10 * US;
+
+/// The goodput of the whole fabric (bytes placed at every host) around a plane failure,
+/// in windows of [`RECOVERY_WINDOW_NS`], up to the first connection's completion
+/// (after it the fabric carries less because there is less to carry).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Recovery {
+    /// The goodput in the window just before the failure, Gb/s.
+    pub before_gbps: f64,
+    /// The lowest window's goodput after it, as a share of `before_gbps`.
+    pub lowest: f64,
+    /// From the failure to the end of the last window below half of `before_gbps`
+    /// (0 if none was): how long the failure held the fabric below half its rate.
+    pub below_half_ns: Time,
+}
+
+impl Recovery {
+    /// From `samples` of the bytes placed, taken every [`RECOVERY_WINDOW_NS`], up to `end`.
+    fn of(samples: &[crate::world::Sample], fail_at: Time, end: Time) -> Option<Self> {
+        let placed = |s: &crate::world::Sample| s.placed.iter().sum::<u64>();
+        let rates: Vec<(Time, Time, f64)> = samples
+            .windows(2)
+            .filter(|w| w[1].at <= end)
+            .map(|w| {
+                let bytes = placed(&w[1]).saturating_sub(placed(&w[0]));
+                let ns = (w[1].at - w[0].at).max(1);
+                (w[0].at, w[1].at, bytes as f64 * 8.0 / ns as f64)
+            })
+            .collect();
+        let before = rates.iter().rev().find(|r| r.1 <= fail_at)?.2;
+        let after = rates.iter().filter(|r| r.0 >= fail_at);
+        let lowest = after.clone().map(|r| r.2).fold(f64::INFINITY, f64::min);
+        Some(Recovery {
+            before_gbps: before,
+            lowest: if lowest.is_finite() {
+                lowest / before.max(1e-9)
+            } else {
+                1.0
+            },
+            below_half_ns: after
+                .filter(|r| r.2 < before / 2.0)
+                .map(|r| r.1 - fail_at)
+                .max()
+                .unwrap_or(0),
+        })
+    }
+}
+
+/// The queues and drops of a run, over the links that carried traffic.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct QueueSummary {
+    /// Backlog found by half, 99% and 99.9% of the datagrams offered to a fabric
+    /// (leaf-spine, spine-core) or host-facing link, bytes (8 KiB buckets).
+    pub seen: [u64; 3],
+    /// Datagrams offered to links, and tail-dropped at full queues.
+    pub offered: u64,
+    /// See `offered`.
+    pub drops: u64,
+    /// Drop rate (drops over datagrams offered) of the 99th-percentile link and of
+    /// the worst link.
+    pub link_drop_rate: [f64; 2],
+}
+
+impl QueueSummary {
+    /// Over every link of `w` that a datagram was offered to, except the hosts' own
+    /// ports towards their leaves (which queue in the NIC, not a switch).
+    pub fn of(w: &World) -> Self {
+        let n = &w.net;
+        let host_up: Vec<usize> = match n.cfg.multiplane {
+            Some(m) => (0..m.planes)
+                .flat_map(|p| (0..n.cfg.hosts).map(move |h| (p, h)))
+                .filter_map(|(p, h)| n.plane_link(p, PlaneLink::HostUp(h)))
+                .collect(),
+            None => Vec::new(),
+        };
+        let mut seen = QueueHist::default();
+        let mut s = QueueSummary::default();
+        let mut rates = Vec::new();
+        for (i, l) in n.links.iter().enumerate() {
+            if l.stats.offered == 0 || host_up.binary_search(&i).is_ok() {
+                continue;
+            }
+            seen.merge(&l.queue_seen);
+            s.offered += l.stats.offered;
+            s.drops += l.stats.queue_drops;
+            rates.push(l.stats.queue_drops as f64 / l.stats.offered as f64);
+        }
+        s.seen = [0.5, 0.99, 0.999].map(|q| seen.quantile(q));
+        rates.sort_by(f64::total_cmp);
+        let at = |q: f64| {
+            rates
+                .get(((rates.len() as f64 * q).ceil() as usize).saturating_sub(1))
+                .copied()
+                .unwrap_or(0.0)
+        };
+        s.link_drop_rate = [at(0.99), at(1.0)];
+        s
+    }
 }
 
 impl ClusterResult {
@@ -156,12 +286,111 @@ pub fn run(
             down_at: t,
             up_at: None,
         });
+        w.sample(RECOVERY_WINDOW_NS, 100 * ideal_ns, Vec::new(), None);
     }
+    let run = finish_run(&mut w);
     ClusterResult {
-        run: finish_run(&mut w),
         ideal_ns,
         connections: pairs.len(),
+        queues: QueueSummary::of(&w),
+        recovery: fail_at.and_then(|t| {
+            let first = run
+                .finish
+                .iter()
+                .flatten()
+                .copied()
+                .min()
+                .unwrap_or(run.elapsed_ns);
+            Recovery::of(&w.samples, t, first)
+        }),
+        run,
     }
+}
+
+/// A ring all-reduce of `bytes` per host (NCCL's ring: reduce-scatter, then
+/// all-gather): host `i` sends to host `i + 1`, in `2 (N - 1)` steps of `bytes / N`,
+/// each a WRITE with immediate; a host sends step `k` once it has received step
+/// `k - 1` from host `i - 1` ([`FlowSpec::after`]). The ideal: [`ring_ideal_ns`].
+pub fn ring_all_reduce(
+    transport: Transport,
+    net: NetworkConfig,
+    bytes: u64,
+    seed: u64,
+) -> ClusterResult {
+    let hosts = net.hosts.max(2);
+    let nic = net.nic_rate_bps.max(1);
+    let mut w = build_world_with_hints(net, transport, seed);
+    let steps = 2 * (hosts - 1);
+    let chunk = (bytes / hosts as u64).clamp(1, u64::from(u32::MAX)) as u32;
+    // Each hop's one-way delay: propagation and one full packet's serialization per link.
+    let one_way: Vec<Time> = (0..hosts)
+        .map(|i| {
+            let d = Datagram::new(i, (i + 1) % hosts, 49152, 4793, Ecn::Ect, Vec::new());
+            let r = w.net.route(&d);
+            (0..r.len())
+                .filter_map(|h| r.hop(h))
+                .map(|l| {
+                    let c = w.net.links[l].cfg;
+                    c.delay_ns + c.serialize_ns(4096 + 64)
+                })
+                .sum()
+        })
+        .collect();
+    let send_ns = (u128::from(chunk) * 8_000_000_000 / u128::from(nic)) as Time;
+    for i in 0..hosts {
+        // Flows are numbered by their source: host i - 1's is flow i - 1.
+        w.add_flow(FlowSpec {
+            src: i,
+            dst: (i + 1) % hosts,
+            msgs: vec![
+                MsgSpec {
+                    op: Op::WriteImm,
+                    len: chunk,
+                };
+                steps
+            ],
+            verify: false,
+            after: Some((i + hosts - 1) % hosts),
+        });
+    }
+    let run = finish_run(&mut w);
+    ClusterResult {
+        run,
+        ideal_ns: ring_ideal_ns(&one_way, send_ns, steps),
+        connections: hosts,
+        queues: QueueSummary::of(&w),
+        recovery: None,
+    }
+}
+
+/// The ideal completion of a ring of `steps` steps where hop `i` (host `i` to
+/// `i + 1`) delivers a chunk `send_ns + one_way[i]` after it may start, a host starts
+/// step `k` once it has received step `k - 1`, and a host's NIC sends one chunk at
+/// a time: `F(i, k) = max(F(i - 1, k - 1), F(i, k - 1) - one_way[i - 1]) + send_ns +
+/// one_way[i - 1]` for the time host `i` holds step `k`. The steps of different hosts
+/// overlap, so this is a critical path through the ring, not `steps` times its
+/// slowest hop; pipelining slices of a step (as NCCL does) would beat it.
+pub fn ring_ideal_ns(one_way: &[Time], send_ns: Time, steps: usize) -> Time {
+    let n = one_way.len();
+    if n == 0 {
+        return 0;
+    }
+    // held[i]: when host i holds the latest step computed; sent[i]: when host i's NIC
+    // finished sending it.
+    let mut held = vec![0; n];
+    let mut sent = vec![0; n];
+    for k in 0..steps {
+        let prev = held.clone();
+        for (i, h) in held.iter_mut().enumerate() {
+            let from = (i + n - 1) % n;
+            // Host `from` sends step k once it holds step k - 1 (step 0 at once).
+            let ready = if k == 0 { 0 } else { prev[from] };
+            let start = ready.max(sent[from]);
+            sent[from] = start + send_ns;
+            *h = start + send_ns + one_way[from];
+        }
+    }
+    held.into_iter().max().unwrap_or(0)
 }
 
 #[cfg(test)]
@@ -272,6 +501,58 @@ mod tests {
         );
     }
 
+    /// Two hosts: two steps each way, back to back; four hosts with one slow hop: the
+    /// slow hop is on a critical path once per lap.
+    #[test]
+    fn ring_ideal_is_a_critical_path() {
+        assert_eq!(ring_ideal_ns(&[10, 10], 5, 2), 30);
+        assert_eq!(ring_ideal_ns(&[1, 1, 1, 1], 10, 6), 66);
+        // Six steps back through a ring of four: the slow hop twice, for some host.
+        assert_eq!(ring_ideal_ns(&[1, 1, 1, 21], 10, 6), 4 * 11 + 2 * 31);
+    }
+
+    /// A ring all-reduce on 16 hosts (30 dependent steps): both transports finish
+    /// every step in order; MetaRoCE close to the step-by-step ideal, RoCEv2's QPs each
+    /// on one plane of four.
+    #[test]
+    fn a_ring_all_reduce_runs_its_steps_in_order() {
+        let r = |t: Transport| ring_all_reduce(t, multiplane_network(16, 4, 2), 8 << 20, 1);
+        let (meta, gbn) = (r(Transport::meta(16)), r(Transport::gbn()));
+        for x in [&meta, &gbn] {
+            assert!(x.run.ok(), "{:?}", x.run);
+            assert_eq!(x.run.bytes, 30 * (8 << 20) / 16 * 16);
+        }
+        assert!(meta.of_ideal() > 0.5, "MetaRoCE at {:.2}", meta.of_ideal());
+        assert!(
+            gbn.of_ideal() < meta.of_ideal(),
+            "RoCEv2 at {:.2}, MetaRoCE {:.2}",
+            gbn.of_ideal(),
+            meta.of_ideal()
+        );
+    }
+
+    /// A three-tier fat tree (32 hosts, 2 pods, 2 planes): a permutation crosses the
+    /// cores; MetaRoCE sprays over planes, spines and cores.
+    #[test]
+    fn a_permutation_crosses_a_three_tier_fat_tree() {
+        let net = fat_tree_network(32, 2, 2);
+        assert!(net
+            .multiplane
+            .is_some_and(|m| m.three_tier() && m.cores == 2));
+        let r = run(
+            Transport::meta(16),
+            net,
+            Pattern::Permutation,
+            4 << 20,
+            1 << 20,
+            None,
+            1,
+        );
+        assert!(r.run.ok(), "{:?}", r.run);
+        assert!(r.of_ideal() > 0.4, "at {:.2} of ideal", r.of_ideal());
+        assert!(r.queues.offered > 0 && r.queues.seen[2] >= r.queues.seen[0]);
+    }
+
     /// A plane failing mid-run: MetaRoCE finishes on the other three, every byte there.
     /// Regression: a retired path's new route used to start with the 1 ms initial
     /// RTO, so each path re-rolled onto the dead plane again cost 3 ms to find out
@@ -296,5 +577,39 @@ mod tests {
             r.run
         );
         assert!(r.of_ideal() > 0.15, "at {:.2} of ideal", r.of_ideal());
+        let rc = r.recovery.expect("a failure was scheduled");
+        assert!(rc.lowest < 1.0 && rc.below_half_ns < 500 * US, "{rc:?}");
+    }
+
+    /// With probe timeouts ([MR-RTX-15]) a dead plane's paths are found and retired
+    /// without waiting for their RTOs. Regression: each probe declared the silent
+    /// path's packets lost and so disarmed its RTO, which never fired: the path was
+    /// never retired and kept sending into the dead plane (32 hosts: 3,434 us against
+    /// 2,362 without probes; 1,834 us since).
+    // spec: MR-RTX-15
+    #[test]
+    fn probe_timeouts_retire_a_dead_planes_paths() {
+        let at = |t: Transport| {
+            run(
+                t,
+                multiplane_network(16, 4, 2),
+                Pattern::Permutation,
+                16 << 20,
+                1 << 20,
+                Some(150 * US),
+                1,
+            )
+        };
+        let (plain, probing) = (at(Transport::meta(16)), at(meta_probing(16)));
+        for r in [&plain, &probing] {
+            assert!(r.run.ok(), "{:?}", r.run);
+        }
+        assert!(
+            probing.run.elapsed_ns < plain.run.elapsed_ns && probing.run.paths_retired > 0,
+            "with probes {} us ({} retired), without {} us",
+            probing.run.elapsed_ns / 1000,
+            probing.run.paths_retired,
+            plain.run.elapsed_ns / 1000
+        );
     }
 }

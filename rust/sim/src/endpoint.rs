@@ -52,6 +52,9 @@ pub trait Endpoint {
     fn poll_transmit(&mut self, now: Time) -> Option<Datagram>;
     /// When [`on_timeout`](Self::on_timeout) should be called next.
     fn poll_timeout(&self) -> Option<Time>;
+    /// Lets the source of flow `flow`, which waits for another ([`FlowSpec::after`]),
+    /// post its first `msgs` messages.
+    fn release(&mut self, flow: usize, msgs: usize, now: Time);
     /// This host's record of flow `flow`.
     fn flow_log(&self, flow: usize) -> Option<&FlowLog>;
     /// This host's memory (for byte comparisons).

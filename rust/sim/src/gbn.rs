@@ -84,6 +84,8 @@ struct Tx {
     sport: u16,
     first_psn: Vec<u32>,
     total: u32,
+    /// End of the PSNs of the messages released ([`FlowSpec::after`]).
+    limit: u32,
     una: u32,
     nxt: u32,
     high: u32,
@@ -101,7 +103,7 @@ impl Tx {
     }
 
     fn can_send(&self, window: u32) -> bool {
-        !self.failed && self.nxt < self.total && self.nxt - self.una < window
+        !self.failed && self.nxt < self.limit && self.nxt - self.una < window
     }
 }
 
@@ -281,7 +283,7 @@ impl GbnHost {
                 t.log.send.push(Logged { wc, at: now });
                 self.completions += 1;
             }
-            t.rto_at = if t.una < t.total {
+            t.rto_at = if t.una < t.limit {
                 Some(now + rto)
             } else {
                 None
@@ -396,6 +398,10 @@ impl Endpoint for GbnHost {
             }
             let mut log = log;
             log.started = Some(now);
+            let limit = first_psn
+                .get(spec.initially_released())
+                .copied()
+                .unwrap_or(psn);
             self.tx.insert(
                 flow,
                 Tx {
@@ -404,6 +410,7 @@ impl Endpoint for GbnHost {
                     sport: qp_port(flow, 0),
                     first_psn,
                     total: psn,
+                    limit,
                     una: 0,
                     nxt: 0,
                     high: 0,
@@ -440,6 +447,13 @@ impl Endpoint for GbnHost {
                 log,
             };
             self.rx.insert(flow, rx);
+        }
+    }
+
+    fn release(&mut self, flow: usize, msgs: usize, _now: Time) {
+        if let Some(t) = self.tx.get_mut(&flow) {
+            let end = t.first_psn.get(msgs).copied().unwrap_or(t.total);
+            t.limit = t.limit.max(end);
         }
     }
 

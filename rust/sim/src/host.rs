@@ -76,6 +76,8 @@ struct FlowState {
     is_src: bool,
     log: FlowLog,
     next_post: usize,
+    /// Messages the source may post ([`FlowSpec::after`]).
+    released: usize,
     /// Indices of messages that consume receives, and how many are posted.
     recvs: Vec<usize>,
     next_recv: usize,
@@ -160,7 +162,7 @@ impl MetaHost {
             let conn = &mut peer.conn;
             let qp = f.log.qp;
             if f.is_src {
-                while f.next_post < f.spec.msgs.len() {
+                while f.next_post < f.released {
                     let i = f.next_post;
                     let m = f.spec.msgs[i];
                     let va = f.layout.va + f.layout.offsets[i];
@@ -310,10 +312,18 @@ impl Endpoint for MetaHost {
                 is_src,
                 log,
                 next_post: 0,
+                released: spec.initially_released(),
                 recvs,
                 next_recv: 0,
             },
         );
+        self.post_work(now);
+    }
+
+    fn release(&mut self, flow: usize, msgs: usize, now: Time) {
+        if let Some(f) = self.flows.get_mut(&flow) {
+            f.released = f.released.max(msgs.min(f.spec.msgs.len()));
+        }
         self.post_work(now);
     }
 

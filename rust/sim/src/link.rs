@@ -97,6 +97,65 @@ pub struct LinkStats {
     pub last_offer_at: Option<Time>,
 }
 
+/// Width of a [`QueueHist`] bucket, bytes.
+pub const QUEUE_BUCKET_BYTES: u64 = 8 << 10;
+/// Buckets of a [`QueueHist`]: backlogs up to 1 MiB, the last bucket holds the rest.
+pub const QUEUE_BUCKETS: usize = 128;
+
+/// The backlog each datagram offered to a link found ahead of it (a tail drop finds
+/// a full queue), in buckets of [`QUEUE_BUCKET_BYTES`]: the queue as packets see it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueHist {
+    counts: [u64; QUEUE_BUCKETS],
+}
+
+impl Default for QueueHist {
+    fn default() -> Self {
+        QueueHist {
+            counts: [0; QUEUE_BUCKETS],
+        }
+    }
+}
+
+impl QueueHist {
+    /// Counts one datagram that found `backlog` bytes queued.
+    pub fn record(&mut self, backlog: u64) {
+        let b = (backlog / QUEUE_BUCKET_BYTES).min(QUEUE_BUCKETS as u64 - 1) as usize;
+        self.counts[b] += 1;
+    }
+
+    /// Adds `other`'s counts.
+    pub fn merge(&mut self, other: &QueueHist) {
+        for (a, b) in self.counts.iter_mut().zip(other.counts.iter()) {
+            *a += b;
+        }
+    }
+
+    /// Datagrams counted.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
+    /// The backlog at or below which a fraction `q` (0..=1) of the datagrams found
+    /// the queue: the upper edge of the bucket holding that quantile, bytes (0 when
+    /// nothing was counted).
+    pub fn quantile(&self, q: f64) -> u64 {
+        let total = self.total();
+        if total == 0 {
+            return 0;
+        }
+        let want = ((total as f64 * q.clamp(0.0, 1.0)).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (i, c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return (i as u64 + 1) * QUEUE_BUCKET_BYTES;
+            }
+        }
+        QUEUE_BUCKETS as u64 * QUEUE_BUCKET_BYTES
+    }
+}
+
 /// What became of an offered datagram.
 #[derive(Debug)]
 pub enum Outcome {
@@ -115,6 +174,8 @@ pub struct Link {
     pub stats: LinkStats,
     /// Whether the link silently drops everything.
     pub blackholed: bool,
+    /// The backlog each offered datagram found.
+    pub queue_seen: QueueHist,
     busy_until: Time,
     last_arrival: Time,
     rng: Rng,
@@ -127,6 +188,7 @@ impl Link {
             cfg,
             stats: LinkStats::default(),
             blackholed: false,
+            queue_seen: QueueHist::default(),
             busy_until: 0,
             last_arrival: 0,
             rng,
@@ -149,6 +211,7 @@ impl Link {
         }
         let len = d.wire_len();
         let backlog = self.backlog_bytes(now);
+        self.queue_seen.record(backlog);
         if backlog + len as u64 > self.cfg.queue_bytes {
             self.stats.queue_drops += 1;
             return Outcome::Dropped;
@@ -231,6 +294,26 @@ mod tests {
         assert_eq!(arrivals[2], (1402, Ecn::Ce));
         assert_eq!(l.stats.queue_drops, 2);
         assert_eq!(l.backlog_bytes(134), 268);
+        // Every datagram found under 8 KiB queued.
+        assert_eq!(l.queue_seen.total(), 5);
+        assert_eq!(l.queue_seen.quantile(0.99), QUEUE_BUCKET_BYTES);
+    }
+
+    #[test]
+    fn queue_quantiles_are_bucket_edges() {
+        let mut h = QueueHist::default();
+        assert_eq!(h.quantile(0.5), 0);
+        for _ in 0..98 {
+            h.record(0);
+        }
+        h.record(20 << 10);
+        h.record(64 << 20);
+        assert_eq!(h.quantile(0.5), 8 << 10);
+        assert_eq!(h.quantile(0.99), 24 << 10);
+        assert_eq!(h.quantile(1.0), 1 << 20);
+        let mut m = QueueHist::default();
+        m.merge(&h);
+        assert_eq!(m, h);
     }
 
     #[test]

@@ -26,6 +26,15 @@
 //! A path (UDP source port) thus picks a plane at the host and a spine at the leaf;
 //! hosts on one leaf meet at the leaf. A whole plane can fail ([`Network::set_path_down`]
 //! takes the plane's index).
+//!
+//! With pods ([`Multiplane::pods`] above 1) each plane is a three-tier fat tree: the
+//! leaves and spines form pods, and spine `s` of every pod joins each of the
+//! [`Multiplane::cores`] core switches of core group `s`. Between pods:
+//!
+//! ```text
+//!   host ──► leaf ──► spine s (leaf's hash) ──► core c of group s (spine's hash)
+//!        ──► spine s of the destination's pod ──► leaf ──► host
+//! ```
 
 use crate::clock::Time;
 use crate::datagram::{Datagram, HostId};
@@ -55,32 +64,59 @@ pub struct NetworkConfig {
 /// A multiplane two-tier Clos: `planes` copies of `leaves` leaf switches each joined
 /// to every one of `spines` spine switches; host `h` hangs off leaf
 /// `h / hosts_per_leaf` of every plane (`hosts_per_leaf = ceil(hosts / leaves)`).
+/// With `pods` above 1, a three-tier fat tree: the leaves split evenly into pods,
+/// each pod has its own `spines` spines, and spine `s` of every pod joins the `cores`
+/// core switches of group `s`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Multiplane {
     /// Independent planes (one NIC port per plane).
     pub planes: usize,
     /// Leaf switches per plane.
     pub leaves: usize,
-    /// Spine switches per plane.
+    /// Spine switches per pod (per plane when there are no pods).
     pub spines: usize,
+    /// Pods per plane (0 or 1: a two-tier Clos, no cores).
+    pub pods: usize,
+    /// Core switches per core group (one group per spine index); unused without pods.
+    pub cores: usize,
     /// A host port's link to and from its leaf.
     pub host_link: LinkConfig,
     /// A leaf-spine link, each direction.
     pub fabric_link: LinkConfig,
 }
 
-/// The links a datagram crosses, in order (at most four: host to leaf, leaf to spine,
-/// spine to leaf, leaf to host).
+impl Multiplane {
+    /// Whether the planes are three-tier fat trees.
+    pub fn three_tier(&self) -> bool {
+        self.pods > 1
+    }
+
+    /// Pods per plane (1 for a two-tier Clos).
+    pub fn pod_count(&self) -> usize {
+        self.pods.max(1)
+    }
+
+    /// The pod of `leaf`.
+    pub fn pod_of(&self, leaf: usize) -> usize {
+        leaf / self.leaves.div_ceil(self.pod_count()).max(1)
+    }
+}
+
+/// Most links a datagram crosses: host to leaf, leaf to spine, spine to core, core to
+/// spine, spine to leaf, leaf to host.
+const MAX_HOPS: usize = 6;
+
+/// The links a datagram crosses, in order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Route {
-    links: [LinkId; 4],
+    links: [LinkId; MAX_HOPS],
     len: u8,
 }
 
 impl Route {
     fn new(links: &[LinkId]) -> Self {
         let mut r = Route {
-            links: [0; 4],
+            links: [0; MAX_HOPS],
             len: links.len() as u8,
         };
         r.links[..links.len()].copy_from_slice(links);
@@ -117,12 +153,30 @@ pub enum PlaneLink {
         /// The spine.
         spine: usize,
     },
-    /// From a spine to a leaf.
+    /// From a spine to a leaf of its pod.
     SpineDown {
-        /// The spine.
+        /// The spine (its index in the pod).
         spine: usize,
         /// The leaf.
         leaf: usize,
+    },
+    /// From spine `spine` of pod `pod` to core `core` of its group.
+    SpineUp {
+        /// The pod.
+        pod: usize,
+        /// The spine (its index in the pod, which is also its core group).
+        spine: usize,
+        /// The core switch in the group.
+        core: usize,
+    },
+    /// From core `core` of group `spine` to that spine of pod `pod`.
+    CoreDown {
+        /// The core switch in the group.
+        core: usize,
+        /// The pod.
+        pod: usize,
+        /// The spine (group).
+        spine: usize,
     },
 }
 
@@ -171,14 +225,27 @@ impl Network {
                 for i in 0..2 * (m.leaves * m.spines) as u64 {
                     links.push(Link::new(m.fabric_link, plane(0x10_0000 + i)));
                 }
+                for i in 0..2 * Self::core_links_per_direction(&m) as u64 {
+                    links.push(Link::new(m.fabric_link, plane(0x20_0000 + i)));
+                }
             }
         }
         Network { cfg, links }
     }
 
-    /// Links of one plane: `2 * hosts` host links, then `2 * leaves * spines`.
+    /// Spine-core links of one plane, each direction (0 without pods).
+    fn core_links_per_direction(m: &Multiplane) -> usize {
+        if m.three_tier() {
+            m.pods * m.spines * m.cores
+        } else {
+            0
+        }
+    }
+
+    /// Links of one plane: `2 * hosts` host links, `2 * leaves * spines` leaf-spine
+    /// links, then the spine-core links.
     fn plane_links(&self, m: &Multiplane) -> usize {
-        2 * self.cfg.hosts + 2 * m.leaves * m.spines
+        2 * self.cfg.hosts + 2 * m.leaves * m.spines + 2 * Self::core_links_per_direction(m)
     }
 
     /// The first link of plane `p`.
@@ -197,6 +264,16 @@ impl Network {
             PlaneLink::LeafUp { leaf, spine } => base + 2 * h + leaf * m.spines + spine,
             PlaneLink::SpineDown { spine, leaf } => {
                 base + 2 * h + m.leaves * m.spines + spine * m.leaves + leaf
+            }
+            PlaneLink::SpineUp { pod, spine, core } => {
+                base + 2 * h + 2 * m.leaves * m.spines + (pod * m.spines + spine) * m.cores + core
+            }
+            PlaneLink::CoreDown { core, pod, spine } => {
+                base + 2 * h
+                    + 2 * m.leaves * m.spines
+                    + Self::core_links_per_direction(&m)
+                    + (pod * m.spines + spine) * m.cores
+                    + core
             }
         })
     }
@@ -247,9 +324,10 @@ impl Network {
     }
 
     /// The links `d` traverses, in order: its core link, then the destination's
-    /// downlink; in a multiplane fabric, its plane's host, leaf and spine links.
+    /// downlink; in a multiplane fabric, its plane's host, leaf, spine and (between
+    /// the pods of a three-tier plane) core links.
     pub fn route(&self, d: &Datagram) -> Route {
-        if self.cfg.multiplane.is_some() {
+        if let Some(m) = self.cfg.multiplane {
             let (p, spine) = self.plane_and_spine(d.src, d.dst, d.sport, d.dport);
             let (ls, ld) = (self.leaf_of(d.src), self.leaf_of(d.dst));
             let link = |l| self.plane_link(p, l).unwrap_or(0);
@@ -258,9 +336,30 @@ impl Network {
             if ls == ld {
                 return Route::new(&[up, down]);
             }
+            let (ps, pd) = (m.pod_of(ls), m.pod_of(ld));
+            if ps == pd {
+                return Route::new(&[
+                    up,
+                    link(PlaneLink::LeafUp { leaf: ls, spine }),
+                    link(PlaneLink::SpineDown { spine, leaf: ld }),
+                    down,
+                ]);
+            }
+            let core =
+                (self.hash(d.src, d.dst, d.sport, d.dport, 37) % m.cores.max(1) as u64) as usize;
             return Route::new(&[
                 up,
                 link(PlaneLink::LeafUp { leaf: ls, spine }),
+                link(PlaneLink::SpineUp {
+                    pod: ps,
+                    spine,
+                    core,
+                }),
+                link(PlaneLink::CoreDown {
+                    core,
+                    pod: pd,
+                    spine,
+                }),
                 link(PlaneLink::SpineDown { spine, leaf: ld }),
                 down,
             ]);
@@ -325,5 +424,78 @@ mod tests {
         assert!(hits.iter().all(|&h| (800..1200).contains(&h)), "{hits:?}");
         let back = Datagram::new(1, 0, 5, 4793, Ecn::Ect, Vec::new());
         assert_eq!(net.route(&back).hop(0).map(|l| l % 2), Some(1));
+    }
+
+    /// Three tiers: 32 hosts, 2 pods of 2 leaves with 8 hosts each, 8 spines per pod,
+    /// 2 cores per group. Hosts of one leaf meet at the leaf, of one pod at a spine,
+    /// and the rest cross a core; every core link is reachable and used both ways.
+    #[test]
+    fn three_tier_routes_cross_cores_only_between_pods() {
+        let link = LinkConfig::new(100_000_000_000, 1000);
+        let m = Multiplane {
+            planes: 2,
+            leaves: 4,
+            spines: 8,
+            pods: 2,
+            cores: 2,
+            host_link: link,
+            fabric_link: link,
+        };
+        let cfg = NetworkConfig {
+            hosts: 32,
+            nic_rate_bps: 200_000_000_000,
+            paths: Vec::new(),
+            downlink: link,
+            ecmp_seed: 5,
+            multiplane: Some(m),
+        };
+        let net = Network::new(cfg, 1);
+        let hops = |src, dst| {
+            let d = Datagram::new(src, dst, 49152, 4793, Ecn::Ect, Vec::new());
+            net.route(&d).len()
+        };
+        assert_eq!(
+            (hops(0, 7), hops(0, 8), hops(0, 16), hops(31, 0)),
+            (2, 4, 6, 6)
+        );
+        let mut used = std::collections::BTreeSet::new();
+        for port in 0..4000u16 {
+            for (s, d) in [(0, 16), (16, 0)] {
+                let r = net.route(&Datagram::new(
+                    s,
+                    d,
+                    49152 + port,
+                    4793,
+                    Ecn::Ect,
+                    Vec::new(),
+                ));
+                used.extend((2..4).filter_map(|i| r.hop(i)));
+            }
+        }
+        // Per plane, 2 pods x 8 spines x 2 cores = 32 links up and 32 down, all used
+        // by the two directions of travel.
+        assert_eq!(used.len(), 2 * 64);
+        let (lo, hi) = (
+            net.plane_link(
+                0,
+                PlaneLink::SpineUp {
+                    pod: 0,
+                    spine: 0,
+                    core: 0,
+                },
+            ),
+            net.plane_link(
+                1,
+                PlaneLink::CoreDown {
+                    core: 1,
+                    pod: 1,
+                    spine: 7,
+                },
+            ),
+        );
+        assert!(lo
+            .zip(hi)
+            .is_some_and(|(a, b)| used.first() == Some(&a) && used.last() == Some(&b)));
+        assert_eq!(hi.map(|l| l + 1), Some(net.links.len()));
     }
 }

@@ -412,6 +412,11 @@ pub struct IncastResult {
     pub run: RunResult,
     /// Largest backlog of the receiver's downlink, bytes.
     pub peak_queue: u64,
+    /// The backlog half and 99% of the datagrams offered to that downlink found
+    /// ahead of them, bytes (bucket edges of [`crate::link::QueueHist`]).
+    pub queue_p50: u64,
+    /// See `queue_p50`.
+    pub queue_p99: u64,
     /// Datagrams dropped at the receiver's downlink.
     pub drops: u64,
     /// Datagrams marked CE there.
@@ -501,6 +506,8 @@ pub fn incast_with(
     let drained_ns = settle(&|w| w.2);
     IncastResult {
         peak_queue: link.stats.peak_queue_bytes,
+        queue_p50: link.queue_seen.quantile(0.5),
+        queue_p99: link.queue_seen.quantile(0.99),
         drops: link.stats.queue_drops,
         marks: link.stats.ecn_marked,
         jain: crate::workload::jain(&rates),

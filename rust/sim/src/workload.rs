@@ -57,6 +57,11 @@ pub struct FlowSpec {
     pub msgs: Vec<MsgSpec>,
     /// Keep real bytes and compare them (false: sinks, for big runs).
     pub verify: bool,
+    /// A flow this one waits for: its message `k` is posted only once `k` messages
+    /// of that flow have completed at their destination (a collective's step, which
+    /// needs the previous step's data). Every message there must consume a receive
+    /// (WRITE with immediate or SEND), as a receiver learns of nothing else.
+    pub after: Option<usize>,
 }
 
 impl FlowSpec {
@@ -67,6 +72,17 @@ impl FlowSpec {
             dst,
             msgs: vec![MsgSpec { op: Op::Write, len }; count],
             verify,
+            after: None,
+        }
+    }
+
+    /// The messages the source may post before flow `after` delivered any: all of
+    /// them, or one if the flow waits.
+    pub fn initially_released(&self) -> usize {
+        if self.after.is_some() {
+            self.msgs.len().min(1)
+        } else {
+            self.msgs.len()
         }
     }
 

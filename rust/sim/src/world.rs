@@ -106,6 +106,9 @@ pub struct World {
     pub samples: Vec<Sample>,
     /// Time each flow finished (last requester completion), by flow id.
     pub finished_at: Vec<Option<Time>>,
+    /// Flows that wait for another ([`FlowSpec::after`]) and how many of their
+    /// messages are released so far.
+    waiting: Vec<(usize, usize)>,
     /// Timer wakeups that asked for a time not in the future (clamped to now + 1 ns).
     pub timer_spins: u64,
     /// Datagram trace, when enabled with [`World::enable_trace`].
@@ -131,6 +134,7 @@ impl World {
             watch_host: None,
             samples: Vec::new(),
             finished_at: Vec::new(),
+            waiting: Vec::new(),
             timer_spins: 0,
             trace: None,
         }
@@ -182,6 +186,9 @@ impl World {
         let now = self.now();
         for h in [spec.src, spec.dst] {
             self.hosts[h].add_flow(id, &spec, now);
+        }
+        if spec.after.is_some() {
+            self.waiting.push((id, spec.initially_released()));
         }
         self.flows.push(spec);
         self.finished_at.push(None);
@@ -361,6 +368,7 @@ impl World {
             self.last_progress = now;
             if self.hosts[h].completions() != completions {
                 self.note_finished(now);
+                self.release_waiting(now);
             }
         }
         let nic_busy = self.nic_free_at[h] > now;
@@ -401,6 +409,31 @@ impl World {
             if self.finished_at[f].is_none() && self.flow_finished(f) {
                 self.finished_at[f] = Some(now);
             }
+        }
+    }
+
+    /// Releases to the sources of waiting flows the messages that what their flows
+    /// delivered so far allows, and lets those sources send.
+    fn release_waiting(&mut self, now: Time) {
+        let mut wake = Vec::new();
+        for i in 0..self.waiting.len() {
+            let (f, released) = self.waiting[i];
+            let Some(a) = self.flows[f].after.filter(|&a| a < self.flows.len()) else {
+                continue;
+            };
+            let delivered = self.hosts[self.flows[a].dst]
+                .flow_log(a)
+                .map_or(0, |l| l.recv.len());
+            let allowed = (delivered + 1).min(self.flows[f].msgs.len());
+            if allowed > released {
+                self.waiting[i].1 = allowed;
+                let src = self.flows[f].src;
+                self.hosts[src].release(f, allowed, now);
+                wake.push(src);
+            }
+        }
+        for h in wake {
+            self.service(h);
         }
     }
 

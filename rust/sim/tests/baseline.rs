@@ -32,6 +32,7 @@ fn writes_and_sends(src: usize, dst: usize) -> FlowSpec {
         dst,
         msgs,
         verify: true,
+        after: None,
     }
 }
 

@@ -67,6 +67,7 @@ pub fn mixed_flow(src: usize, dst: usize, count: usize, max_len: u32, seed: u64)
         dst,
         msgs,
         verify: true,
+        after: None,
     }
 }
 
