@@ -13,7 +13,7 @@
 #                   (tools/soak; SOAK_SECONDS, SOAK_KERNEL=test)
 #   make fmt        format every Rust file as the kernel does (rustfmt.toml)
 #   make sim        the deterministic simulator's results table
-#   make sim-cluster   multiplane fabrics: MetaRoCE and RoCEv2 against the ideal
+#   make sim-cluster   multiplane and fat-tree fabrics at scale: MetaRoCE and RoCEv2 against the ideal
 #                      (report and plots in target/sim-cluster/)
 #   make bench      metaroce vs rdma_rxe in one VM run (perftest), as ratios, on the
 #                   benchmark kernel (no lockdep; built once, like the test kernel)

@@ -7,9 +7,11 @@
 Reads the Markdown that `sim-cluster` prints and writes into OUTDIR:
   planes.png  goodput per host against the number of planes (permutation), MetaRoCE
               and RoCEv2 GBN+DCQCN, with the ideal (every plane full);
+  scale.png   the same for the all-to-all at 4,032 connections, against linear;
   loss.png    share of the clean run kept against random loss, MetaRoCE with and
               without probe timeouts and RoCEv2;
-  incast.png  drops at the receiver's port against the fan-in, hints on and off.
+  incast.png  drops at the receiver's port against the fan-in, hints on and off;
+  queues.png  the backlog 99% and 99.9% of the datagrams found, per run and transport.
 A table missing from the report is skipped with a note. Run with /usr/bin/python3
 (Debian's python3-matplotlib, installed by scripts/setup-host.sh).
 """
@@ -80,6 +82,27 @@ def main():
     else:
         print("(no planes table)")
 
+    head, rows = section(tabs, "All-to-all at")
+    if rows:
+        planes = [int(r[0]) for r in rows]
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(planes, [100 * p for p in planes], "k--", label="ideal (every plane full)")
+        base = float(rows[0][2]) if rows[0][2] != "-" else 0
+        ax.plot(planes, [base * p for p in planes], "k:", label="linear from 1 plane")
+        for col, name in ((2, "MetaRoCE, 16 paths"), (4, "RoCEv2 GBN+DCQCN")):
+            ys = [float(r[col]) if r[col] != "-" else 0 for r in rows]
+            ax.plot(planes, ys, "o-", label=name)
+        ax.set_xlabel("planes (100 Gb/s port each)")
+        ax.set_ylabel("goodput per host, Gb/s")
+        ax.set_xticks(planes)
+        ax.set_title("All-to-all, 64 hosts, 4,032 connections")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / "scale.png", dpi=120)
+        written.append("scale.png")
+    else:
+        print("(no all-to-all at scale table)")
+
     head, rows = section(tabs, "Random loss")
     if rows:
         labels = [r[0] for r in rows]
@@ -126,6 +149,28 @@ def main():
         written.append("incast.png")
     else:
         print("(no incast table)")
+
+    head, rows = section(tabs, "Queues and drops")
+    if rows:
+        seen = [[int(x) for x in re.findall(r"\d+", r[2])] for r in rows]
+        labels = [f"{r[0]}\n{r[1]}" for r in rows]
+        ys = range(len(rows))
+        fig, ax = plt.subplots(figsize=(8, 0.45 * len(rows) + 1.5))
+        ax.barh([y + 0.2 for y in ys], [v[1] for v in seen], 0.4, label="p99")
+        ax.barh([y - 0.2 for y in ys], [v[2] for v in seen], 0.4, label="p99.9")
+        ax.axvline(100, color="k", linestyle=":", label="ECN threshold")
+        ax.axvline(1024, color="k", linestyle="--", label="queue (1 MiB)")
+        ax.set_yticks(list(ys))
+        ax.set_yticklabels(labels, fontsize=7)
+        ax.invert_yaxis()
+        ax.set_xlabel("backlog found by the datagrams at switch ports, KiB")
+        ax.set_title("Queues")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(out / "queues.png", dpi=120)
+        written.append("queues.png")
+    else:
+        print("(no queues table)")
 
     print("plots: " + ", ".join(str(out / w) for w in written))
     return 0

@@ -425,9 +425,10 @@ fn ring(o: &Opts, queues: &mut Queues) {
     println!(
         "NCCL's ring (reduce-scatter, then all-gather): 2 (N - 1) steps, each host sending \
          1/N of the buffer to its successor once it has received the previous step from its \
-         predecessor (a WRITE with immediate per step). The ideal: each step at the NIC's \
-         rate after one one-way delay of the ring's longest hop. Meta publishes no \
-         collective figure.\n"
+         predecessor (a WRITE with immediate per step). The ideal: the ring's critical \
+         path, each step a chunk at the NIC's rate plus its hop's one-way delay \
+         (`cluster::ring_ideal_ns`); pipelining slices of a step, as NCCL does, would \
+         beat it. Meta publishes no collective figure.\n"
     );
     println!("| fabric | hosts | buffer | MetaRoCE (16 paths) | RoCEv2 GBN+DCQCN |");
     println!("|---|---|---|---|---|");
