@@ -1119,6 +1119,9 @@ NOT_TESTABLE = {
     "RTX-14": "needs the IUT's retry_cnt, as RTX-8 (conn/tests/ack.rs late_acks_give_back_the_retry_budget)",
     "RTX-15": "a SHOULD the IUT may leave off; from the wire a probe looks like an early retransmission "
               "(conn/tests/connection.rs a_lost_tail_is_found_by_the_probe_timeout_before_the_rto)",
+    "RTX-16": "a SHOULD; needs a stream blocked by its 1,024-segment window behind a dead path: from the "
+              "wire an early retransmission (conn/tests/connection.rs "
+              "a_stream_blocked_by_a_dead_path_probes_it_before_the_rto)",
     "SEC-1": "internal bounds", "SEC-5": "internal counters", "SEC-6": "internal counters",
     "SEC-8": "needs 20,000 OPEN datagrams a second", "SEC-9": "verbs: connection count",
 }

@@ -232,6 +232,9 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     /// The source port of the last path retired as dead, tried again later
     /// ([MR-PATH-13]).
     dead_port: path_health::DeadPort,
+    /// The (QP, SSN) whose packet last got a probe deadline for blocking its
+    /// stream ([MR-RTX-16]): each blocking segment is looked for once.
+    block_probed: Option<(u16, u32)>,
     /// Health epochs judged since the last rebalancing ([MR-PATH-14]).
     judged: u32,
     rnr_wakeup: Option<Instant>,
@@ -333,6 +336,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             loss_detections: 0,
             undo: Default::default(),
             dead_port: Default::default(),
+            block_probed: None,
             judged: 0,
             rnr_wakeup: None,
             naks <- init_array_from_fn(|_| None),
@@ -388,6 +392,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.loss_detections = 0;
         self.undo = Default::default();
         self.dead_port = Default::default();
+        self.block_probed = None;
         self.judged = 0;
         self.rnr_wakeup = None;
         self.naks.iter_mut().for_each(|n| *n = None);

@@ -18,7 +18,7 @@ use crate::constants::{
     MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, PSN_ACCEPT_WINDOW,
     REASM_WINDOW,
 };
-use crate::path::inflight::Chunk;
+use crate::path::inflight::{Chunk, SlotState};
 use crate::psn::seq_diff;
 use crate::timer::Instant;
 use crate::wire::{Control, ControlCode, DataExt, Flags, Header, PacketRepr, StreamHeader};
@@ -322,7 +322,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let PathChoice { path, last_fit } = self.pick_path(mtu)?;
         let (chunk, retx) = match self.next_lost(now) {
             Some(c) => (c, true),
-            None => (self.next_new()?, false),
+            None => match self.next_new() {
+                Some(c) => (c, false),
+                None => {
+                    self.probe_blocking_segment();
+                    return None;
+                }
+            },
         };
         // Ask for an ACK at once when waiting for the receiver's ACK delay would
         // stall the sender: a retransmission, or a packet after which the
@@ -459,6 +465,74 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             Some(w) if w.rnr_until.is_some_and(|t| now < t) => ChunkStatus::Wait,
             Some(_) => ChunkStatus::Needed,
         }
+    }
+
+    /// A request stream that has more to send but may not ([MR-PLC-2]: its next
+    /// segment is [`REASM_WINDOW`] beyond its oldest unacknowledged one): the QP and
+    /// that oldest SSN.
+    pub(crate) fn blocked_stream(&self) -> Option<(u16, u32)> {
+        (0..self.qps.len()).find_map(|qi| {
+            let q = self.qps.qp(qi)?;
+            if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
+                return None;
+            }
+            let w = q.sq.get(q.send_msn as usize % MAX_SEND_WR)?;
+            let ssn = w.ssn_first.wrapping_add(q.send_seg);
+            let base = q.req_acked.base();
+            (seq_diff(ssn, base) >= REASM_WINDOW as i32).then_some((qi as u16, base))
+        })
+    }
+
+    /// Gives the packet that blocks a stream ([`blocked_stream`](Self::blocked_stream))
+    /// a probe deadline on its path, probe timeouts on or off ([MR-RTX-16]): when it
+    /// passes, [`on_probe_timeout`](Self::on_probe_timeout) declares that path's
+    /// overdue packets lost. Without it a stream whose oldest segment went into a dead
+    /// route waits for that path's RTO, having sent all its window allows.
+    //= Documentation/metaroce/spec.rst#probe-timeout
+    fn probe_blocking_segment(&mut self) {
+        let Some((qp, ssn)) = self.blocked_stream() else {
+            return;
+        };
+        if self.block_probed == Some((qp, ssn)) {
+            return;
+        }
+        self.block_probed = Some((qp, ssn));
+        // Its oldest copy in flight (a copy sent again is a new packet).
+        let mut found: Option<(usize, Instant)> = None;
+        for (i, p) in self
+            .paths
+            .iter()
+            .enumerate()
+            .take(usize::from(self.cfg.paths))
+        {
+            let (mut psn, end) = p.inflight.range();
+            while psn != end {
+                if let Some(s) = p.inflight.get(psn).filter(|s| {
+                    s.state == SlotState::InFlight
+                        && s.chunk.qp == qp
+                        && !s.chunk.resp
+                        && s.chunk.ssn == ssn
+                }) {
+                    if found.is_none_or(|(_, t)| s.sent_at < t) {
+                        found = Some((i, s.sent_at));
+                    }
+                }
+                psn = psn.wrapping_add(1);
+            }
+        }
+        let Some((i, sent_at)) = found else {
+            return;
+        };
+        let hold = self.cfg.ack_hold_ns();
+        let conn_rtt = &self.conn_rtt;
+        let Some(p) = self.paths.get_mut(i) else {
+            return;
+        };
+        let Some(pto) = p.probe_timeout(hold, conn_rtt) else {
+            return;
+        };
+        let at = sent_at.add_nanos(pto);
+        p.probe_deadline = Some(p.probe_deadline.map_or(at, |d| d.min(at)));
     }
 
     /// The next never-sent segment: responses first, then requests round robin.

@@ -103,6 +103,52 @@ fn a_lost_tail_is_found_by_the_probe_timeout_before_the_rto() {
     }
 }
 
+// spec: MR-RTX-16
+#[test]
+fn a_stream_blocked_by_a_dead_path_probes_it_before_the_rto() {
+    let (mut n, qp) = Net::with_qp(2);
+    n.c[0].cfg.pacing = false;
+    assert!(!n.c[0].cfg.tail_probe, "probe timeouts are off by default");
+    // Path 0 is dead: its packets vanish. Path 1 delivers and is acknowledged.
+    n.c[0]
+        .post_send(qp, write(1, (REASM_WINDOW as u32 + 200) * 1024, 5))
+        .unwrap();
+    let (mut dropped, mut rounds) = (0, 0);
+    loop {
+        let pkts = n.out(0);
+        if pkts.is_empty() {
+            break;
+        }
+        let (live, dead): (Vec<_>, Vec<_>) = pkts
+            .into_iter()
+            .filter(|p| is_data(p))
+            .partition(|p| hdr(p).path == 1);
+        dropped += dead.len();
+        n.ack_back(&live);
+        rounds += 1;
+        assert!(rounds < 1_000);
+    }
+    assert!(dropped > 0);
+    assert!(
+        n.c[0].blocked_stream().is_some(),
+        "the stream stopped at its reassembly window"
+    );
+    let rto = n.c[0].paths[0].rto_deadline.unwrap();
+    let due = n.c[0].poll_timeout().unwrap();
+    assert!(due < rto, "a probe deadline before the RTO");
+    n.now = due;
+    n.c[0].handle_timeout(n.now);
+    let again = n.out(0);
+    assert!(
+        again.iter().any(|p| is_data(p)),
+        "the lost segments go again"
+    );
+    let s = n.c[0].stats();
+    assert_eq!((s.timeouts, s.probes), (0, 1));
+    n.ack_back(&again);
+    assert!(n.c[0].blocked_stream().is_none());
+}
+
 // spec: MR-PATH-5, MR-PATH-7
 #[test]
 fn path_view_follows_timeouts_retirement_and_recovery() {

@@ -11,7 +11,9 @@ use std::boxed::Box;
 use std::vec::Vec;
 
 use super::*;
-use crate::constants::{MAX_REORDER_THRESHOLD, MIN_TRANSMIT_BUF, SACK_BITS, SRQ_CLAIM_WINDOW};
+use crate::constants::{
+    MAX_REORDER_THRESHOLD, MIN_TRANSMIT_BUF, REASM_WINDOW, SACK_BITS, SRQ_CLAIM_WINDOW,
+};
 use crate::event::WcStatus;
 use crate::memory::{AtomicOp, Dest, MemError, Memory};
 use crate::path::inflight::Inflight;
