@@ -243,6 +243,33 @@ impl ClusterResult {
     }
 }
 
+/// A link that goes down for `down_ns` at the start of every `period_ns` from
+/// `from_ns` on, both directions, and comes back (a flapping optic).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Flap {
+    /// The plane of the link.
+    pub plane: usize,
+    /// The leaf and spine it joins.
+    pub leaf: usize,
+    /// See `leaf`.
+    pub spine: usize,
+    /// When the first outage starts.
+    pub from_ns: Time,
+    /// One outage and the up time after it.
+    pub period_ns: Time,
+    /// How long each outage lasts.
+    pub down_ns: Time,
+}
+
+/// Outages to schedule in a run: at most one of each kind.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Faults {
+    /// Plane 0 fails for good at this time.
+    pub plane_at: Option<Time>,
+    /// A flapping leaf-spine link.
+    pub flap: Option<Flap>,
+}
+
 /// `pattern` traffic of `bytes` per host in `msg`-byte WRITEs (each host's share split
 /// evenly over its destinations) on `net`; plane 0 fails for good at `fail_at`, if set.
 pub fn run(
@@ -254,6 +281,25 @@ pub fn run(
     fail_at: Option<Time>,
     seed: u64,
 ) -> ClusterResult {
+    let faults = Faults {
+        plane_at: fail_at,
+        flap: None,
+    };
+    run_with_faults(transport, net, pattern, bytes, msg, faults, seed)
+}
+
+/// [`run`] with `faults`. A flapping link's outages are scheduled until 100 times the
+/// ideal completion time; they do not count in the ideal.
+pub fn run_with_faults(
+    transport: Transport,
+    net: NetworkConfig,
+    pattern: Pattern,
+    bytes: u64,
+    msg: u32,
+    faults: Faults,
+    seed: u64,
+) -> ClusterResult {
+    let fail_at = faults.plane_at;
     let hosts = net.hosts;
     let planes = net.multiplane.map_or(1, |m| m.planes) as u64;
     let nic = net.nic_rate_bps;
@@ -287,6 +333,26 @@ pub fn run(
             up_at: None,
         });
         w.sample(RECOVERY_WINDOW_NS, 100 * ideal_ns, Vec::new(), None);
+    }
+    if let Some(f) = faults.flap {
+        let links = [
+            PlaneLink::LeafUp {
+                leaf: f.leaf,
+                spine: f.spine,
+            },
+            PlaneLink::SpineDown {
+                spine: f.spine,
+                leaf: f.leaf,
+            },
+        ]
+        .map(|l| w.net.plane_link(f.plane, l));
+        let mut t = f.from_ns;
+        while t < 100 * ideal_ns && f.period_ns > 0 {
+            for l in links.into_iter().flatten() {
+                w.schedule_link_fault(l, t, Some(t + f.down_ns));
+            }
+            t += f.period_ns;
+        }
     }
     let run = finish_run(&mut w);
     ClusterResult {
@@ -575,6 +641,49 @@ mod tests {
             r.run.elapsed_ns < 1_350 * US,
             "{} us: do blocked streams wait for their RTO?",
             r.run.elapsed_ns / 1000
+        );
+    }
+
+    /// A leaf-spine link flapping (down 50 us of every 200 us): MetaRoCE's paths that
+    /// hash onto it lose their packets in each outage; the transfer finishes correct
+    /// and close to its clean time.
+    #[test]
+    fn a_flapping_link_costs_little() {
+        let at = |flap| {
+            let faults = Faults {
+                plane_at: None,
+                flap,
+            };
+            let net = multiplane_network(8, 4, 2);
+            run_with_faults(
+                Transport::meta(16),
+                net,
+                Pattern::Permutation,
+                16 << 20,
+                1 << 20,
+                faults,
+                1,
+            )
+        };
+        let clean = at(None);
+        let flapping = at(Some(Flap {
+            plane: 0,
+            leaf: 0,
+            spine: 0,
+            from_ns: 50 * US,
+            period_ns: 200 * US,
+            down_ns: 50 * US,
+        }));
+        assert!(flapping.run.ok(), "{:?}", flapping.run);
+        assert!(
+            flapping.run.sent_bytes > flapping.run.bytes,
+            "nothing lost: does the link flap?"
+        );
+        assert!(
+            flapping.of_ideal() > 0.7 * clean.of_ideal(),
+            "{:.2} of ideal against {:.2} clean",
+            flapping.of_ideal(),
+            clean.of_ideal()
         );
     }
 

@@ -26,6 +26,8 @@ enum Ev {
     Wake { host: HostId },
     /// Core path fault.
     Path { path: usize, down: bool },
+    /// One link blackholed or restored.
+    Link { link: LinkId, down: bool },
     /// Periodic sample.
     Sample,
 }
@@ -218,6 +220,15 @@ impl World {
         }
     }
 
+    /// Blackholes `link` at `down_at` and restores it at `up_at`, if set (a link of
+    /// a multiplane fabric: [`Network::plane_link`](crate::network::Network::plane_link)).
+    pub fn schedule_link_fault(&mut self, link: LinkId, down_at: Time, up_at: Option<Time>) {
+        self.q.schedule(down_at, Ev::Link { link, down: true });
+        if let Some(up) = up_at {
+            self.q.schedule(up, Ev::Link { link, down: false });
+        }
+    }
+
     /// Takes a [`Sample`] every `every` ns until `until`, including the backlog
     /// of the links in `watch` and what `receiver` placed from each host.
     pub fn sample(
@@ -305,6 +316,11 @@ impl World {
                 }
             }
             Ev::Path { path, down } => self.net.set_path_down(path, down),
+            Ev::Link { link, down } => {
+                if let Some(l) = self.net.links.get_mut(link) {
+                    l.blackholed = down;
+                }
+            }
             Ev::Sample => {
                 let s = Sample {
                     at: now,

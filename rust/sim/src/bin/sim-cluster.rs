@@ -3,11 +3,11 @@
 //! `make sim-cluster`: MetaRoCE and RoCEv2 (go-back-N with DCQCN) on multiplane
 //! leaf-spine fabrics and three-tier fat trees (issue 38): permutation, all-to-all
 //! (to 4,032 connections) and ring all-reduce traffic against the ideal, goodput
-//! against the number of planes, a whole plane failing mid-run, random loss from 0.1%
-//! to 10%, incast of up to 1000 senders into one port with the receiver's rate hints
-//! on and off, and the queues and drops the packets met. Meta's published figures
-//! stand beside the tables they compare with. Deterministic per seed; prints Markdown
-//! tables and each run's wall time.
+//! against the number of planes, a whole plane failing mid-run, a link flapping,
+//! random loss from 0.1% to 10%, incast of up to 1000 senders into one port with the
+//! receiver's rate hints on and off, and the queues and drops the packets met. Meta's
+//! published figures stand beside the tables they compare with. Deterministic per
+//! seed; prints Markdown tables and each run's wall time.
 //!
 //! ```text
 //! sim-cluster [--hosts N] [--mib M] [--seed S] [--only SECTION[,SECTION...]]
@@ -20,8 +20,8 @@ use std::time::Instant;
 
 use metaroce_sim::clock::{Time, US};
 use metaroce_sim::cluster::{
-    fat_tree_network, meta_probing, multiplane_network, ring_all_reduce, run, with_spine_loss,
-    ClusterResult, Pattern,
+    fat_tree_network, meta_probing, multiplane_network, ring_all_reduce, run, run_with_faults,
+    with_spine_loss, ClusterResult, Faults, Flap, Pattern,
 };
 use metaroce_sim::dcqcn::DcqcnConfig;
 use metaroce_sim::gbn::GbnConfig;
@@ -221,6 +221,33 @@ fn main() {
             recovery(&m),
             recovery(&p),
             recovery(&g)
+        );
+        // One leaf-spine link of plane 0 flapping: down 50 us of every 200 us.
+        let flap = Faults {
+            plane_at: None,
+            flap: Some(Flap {
+                plane: 0,
+                leaf: 0,
+                spine: 0,
+                from_ns: 100 * US,
+                period_ns: 200 * US,
+                down_ns: 50 * US,
+            }),
+        };
+        let one = |t: fn() -> Transport| {
+            timed(|| {
+                let net = multiplane_network(o.hosts, 4, leaves);
+                run_with_faults(t(), net, c.pattern, bytes, c.msg, flap, o.seed)
+            })
+        };
+        let (fm, fmw) = one(|| Transport::meta(16));
+        let (fp, fpw) = one(|| meta_probing(16));
+        let (fg, fgw) = one(gbn_dcqcn);
+        println!(
+            "| a link flapping (leaf 0 - spine 0 of plane 0, down 50 us of every 200 us from 100 us on) | {} | {} | {} |",
+            cell(&fm, fmw),
+            cell(&fp, fpw),
+            cell(&fg, fgw)
         );
     }
     if o.runs("loss") {
