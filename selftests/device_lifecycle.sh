@@ -80,9 +80,12 @@ test_port_follows_netdev() {
 	# The port events come from the driver's netdev notifier (the RDMA core's does not
 	# know our netdev): an application sees PORT_ERR and PORT_ACTIVE.
 	local watch=/tmp/metaroce-asyncwatch.$$ wpid
-	ip netns exec "$NSA" timeout 30 ibv_asyncwatch -d mroce0 >"$watch" 2>&1 &
+	ip netns exec "$NSA" timeout 60 ibv_asyncwatch -d mroce0 >"$watch" 2>&1 &
 	wpid=$!
-	sleep 1
+	# It prints its event FD once the device is open (line-buffered): events from
+	# then on reach it. A fixed second was too short on the sanitizer kernel.
+	busywait 30000 grep -q 'async event FD' "$watch" \
+		|| { kill "$wpid" 2>/dev/null; fail "ibv_asyncwatch did not start: $(cat "$watch")"; return; }
 	ip -n "$NSA" link set vethA down
 	busywait 5000 sh -c '[ "$(rdma link show mroce0/1 | sed -n "s/.* state \([A-Z_]*\).*/\1/p")" = DOWN ]' \
 		|| { fail "port not DOWN after link down: $(rdma link show mroce0/1)"; return; }
