@@ -90,6 +90,9 @@ checked() {
 	rx=$(( $(counter mroce0 rx_packets) + $(counter mroce1 rx_packets) ))
 	w=$(( $(wire) - WIRE0 ))
 	ktap_print_msg "datagrams received $((rx - RX0)), unclaimed $((nodev - NODEV0)), RTOs $((rto - RTO0)), veth packets sent $w"
+	# Why a timer fired: a datagram dropped on the way in, or a late one (undone).
+	[ "$rto" -eq "$RTO0" ] || ktap_print_msg "rto_spurious $(counter mroce0 rto_spurious)/$(counter mroce1 rto_spurious)," \
+		"rx_inbox_full $(counter mroce0 rx_inbox_full)/$(counter mroce1 rx_inbox_full)"
 	[ "$nodev" -eq "$NODEV0" ] || { fail "$((nodev - NODEV0)) datagrams claimed by no device (ns_rx_no_device)"; return; }
 	[ "$rx" -gt "$RX0" ] || { fail "no datagram received (rx_packets)"; return; }
 	# Loopback never takes the link: only the odd ARP or neighbour discovery packet.
