@@ -63,43 +63,42 @@ def main():
         return 0
     written = []
 
+    def against_planes(name, title, planes, series, ylabel, linear=False):
+        """Goodput per host against planes: the ideal, `series` ((label, values)...),
+        and, if `linear`, the first series' one-plane figure times the planes."""
+        fig, ax = plt.subplots(figsize=(6, 4))
+        ax.plot(planes, [100 * p for p in planes], "k--", label="ideal (every plane full)")
+        if linear and series:
+            base = series[0][1][0]
+            ax.plot(planes, [base * p for p in planes], "k:", label="linear from 1 plane")
+        for label, ys in series:
+            ax.plot(planes, ys, "o-", label=label)
+        ax.set_xlabel("planes (100 Gb/s port each)")
+        ax.set_ylabel(ylabel)
+        ax.set_xticks(planes)
+        ax.set_title(title)
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(out / name, dpi=120)
+        written.append(name)
+
     head, rows = section(tabs, "Goodput against planes")
     if rows:
         planes = [int(r[0]) for r in rows]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(planes, [100 * p for p in planes], "k--", label="ideal (every plane full)")
-        for col, name in ((2, "MetaRoCE, 16 paths"), (3, "RoCEv2 GBN+DCQCN")):
-            ys = [(percent(r[col]) or 0) * p for r, p in zip(rows, planes)]
-            ax.plot(planes, ys, "o-", label=name)
-        ax.set_xlabel("planes (100 Gb/s port each)")
-        ax.set_ylabel("goodput per host, Gb/s (share of ideal x planes x 100)")
-        ax.set_xticks(planes)
-        ax.set_title("Permutation on a multiplane fabric")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "planes.png", dpi=120)
-        written.append("planes.png")
+        series = [(name, [(percent(r[col]) or 0) * p for r, p in zip(rows, planes)])
+                  for col, name in ((2, "MetaRoCE, 16 paths"), (3, "RoCEv2 GBN+DCQCN"))]
+        against_planes("planes.png", "Permutation on a multiplane fabric", planes, series,
+                       "goodput per host, Gb/s (share of ideal x planes x 100)")
     else:
         print("(no planes table)")
 
     head, rows = section(tabs, "All-to-all at")
     if rows:
         planes = [int(r[0]) for r in rows]
-        fig, ax = plt.subplots(figsize=(6, 4))
-        ax.plot(planes, [100 * p for p in planes], "k--", label="ideal (every plane full)")
-        base = float(rows[0][2]) if rows[0][2] != "-" else 0
-        ax.plot(planes, [base * p for p in planes], "k:", label="linear from 1 plane")
-        for col, name in ((2, "MetaRoCE, 16 paths"), (4, "RoCEv2 GBN+DCQCN")):
-            ys = [float(r[col]) if r[col] != "-" else 0 for r in rows]
-            ax.plot(planes, ys, "o-", label=name)
-        ax.set_xlabel("planes (100 Gb/s port each)")
-        ax.set_ylabel("goodput per host, Gb/s")
-        ax.set_xticks(planes)
-        ax.set_title("All-to-all, 64 hosts, 4,032 connections")
-        ax.legend()
-        fig.tight_layout()
-        fig.savefig(out / "scale.png", dpi=120)
-        written.append("scale.png")
+        series = [(name, [float(r[col]) if r[col] != "-" else 0 for r in rows])
+                  for col, name in ((2, "MetaRoCE, 16 paths"), (4, "RoCEv2 GBN+DCQCN"))]
+        against_planes("scale.png", "All-to-all, 64 hosts, 4,032 connections", planes, series,
+                       "goodput per host, Gb/s", linear=True)
     else:
         print("(no all-to-all at scale table)")
 
