@@ -240,6 +240,16 @@ impl Qp {
         }
     }
 
+    /// The next never-sent request segment: its work request and SSN, if the QP is
+    /// active, has no error and has one.
+    pub(crate) fn next_request(&self) -> Option<(&SendWr, u32)> {
+        if self.state != QpState::Active || self.error.is_some() || self.send_msn == self.next_msn {
+            return None;
+        }
+        let w = self.sq.get(self.send_msn as usize % MAX_SEND_WR)?;
+        Some((w, w.ssn_first.wrapping_add(self.send_seg)))
+    }
+
     pub(crate) fn sq_slot(&self, msn: u32) -> Option<&SendWr> {
         self.sq
             .get(msn as usize % MAX_SEND_WR)

@@ -18,7 +18,7 @@ use crate::constants::{
     MAX_DATA_HEADER_LEN, MAX_RESPONSES, MAX_SEND_WR, MIN_TRANSMIT_BUF, PSN_ACCEPT_WINDOW,
     REASM_WINDOW,
 };
-use crate::path::inflight::{Chunk, SlotState};
+use crate::path::inflight::{Chunk, Sent, SlotState};
 use crate::psn::seq_diff;
 use crate::timer::Instant;
 use crate::wire::{Control, ControlCode, DataExt, Flags, Header, PacketRepr, StreamHeader};
@@ -473,11 +473,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     pub(crate) fn blocked_stream(&self) -> Option<(u16, u32)> {
         (0..self.qps.len()).find_map(|qi| {
             let q = self.qps.qp(qi)?;
-            if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
-                return None;
-            }
-            let w = q.sq.get(q.send_msn as usize % MAX_SEND_WR)?;
-            let ssn = w.ssn_first.wrapping_add(q.send_seg);
+            let (_, ssn) = q.next_request()?;
             let base = q.req_acked.base();
             (seq_diff(ssn, base) >= REASM_WINDOW as i32).then_some((qi as u16, base))
         })
@@ -498,29 +494,26 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         }
         self.block_probed = Some((qp, ssn));
         // Its oldest copy in flight (a copy sent again is a new packet).
-        let mut found: Option<(usize, Instant)> = None;
-        for (i, p) in self
+        let carries = |s: &&Sent| {
+            s.state == SlotState::InFlight
+                && s.chunk.qp == qp
+                && !s.chunk.resp
+                && s.chunk.ssn == ssn
+        };
+        let oldest = self
             .paths
             .iter()
             .enumerate()
             .take(usize::from(self.cfg.paths))
-        {
-            let (mut psn, end) = p.inflight.range();
-            while psn != end {
-                if let Some(s) = p.inflight.get(psn).filter(|s| {
-                    s.state == SlotState::InFlight
-                        && s.chunk.qp == qp
-                        && !s.chunk.resp
-                        && s.chunk.ssn == ssn
-                }) {
-                    if found.is_none_or(|(_, t)| s.sent_at < t) {
-                        found = Some((i, s.sent_at));
-                    }
-                }
-                psn = psn.wrapping_add(1);
-            }
-        }
-        let Some((i, sent_at)) = found else {
+            .flat_map(|(i, p)| {
+                let (una, next) = p.inflight.range();
+                (0..next.wrapping_sub(una)).filter_map(move |k| {
+                    let s = p.inflight.get(una.wrapping_add(k)).filter(carries)?;
+                    Some((i, s.sent_at))
+                })
+            })
+            .min_by_key(|&(_, sent_at)| sent_at);
+        let Some((i, sent_at)) = oldest else {
             return;
         };
         let hold = self.cfg.ack_hold_ns();
@@ -567,16 +560,12 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         for k in 0..n {
             let qi = self.next_qp.wrapping_add(k) % n;
             let Some(q) = self.qps.qp(qi) else { continue };
-            if q.state != QpState::Active || q.error.is_some() || q.send_msn == q.next_msn {
-                continue;
-            }
-            let Some(w) = q.sq.get(q.send_msn as usize % MAX_SEND_WR) else {
+            let Some((w, ssn)) = q.next_request() else {
                 continue;
             };
             if w.wr.opcode.has_response() && !q.rd_atomic_room() {
                 continue;
             }
-            let ssn = w.ssn_first.wrapping_add(q.send_seg);
             if seq_diff(ssn, q.req_acked.base()) < REASM_WINDOW as i32 {
                 return Some(Chunk {
                     qp: qi as u16,
