@@ -113,6 +113,9 @@ pub struct Stats {
     pub rx_wrong_conn: u64,
     /// Data packets whose segment was already received (still acknowledged).
     pub rx_duplicates: u64,
+    /// Of those, request segments for a closed QP that had received them
+    /// ([MR-QP-8]): a retransmission its peer sent after the last ACK was lost.
+    pub rx_closed_qp_acked: u64,
     /// Data packets refused with a NAK.
     pub rx_naked: u64,
     /// Payload bytes placed (first copies only).
@@ -552,8 +555,13 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         if self.qp_by_qpn(local_qpn).is_some() {
             return Err(PostError::Invalid);
         }
-        let i = (0..self.qps.len().min(usize::from(u16::MAX)))
-            .find(|&i| self.qps.qp(i).is_some_and(|q| q.state == QpState::Free))
+        // The closed QP of this number gives way to the new binding; a closed one's
+        // slot is taken only when no slot is free ([MR-QP-8]).
+        let slots = 0..self.qps.len().min(usize::from(u16::MAX));
+        let find = |f: &dyn Fn(&Qp) -> bool| slots.clone().find(|&i| self.qps.qp(i).is_some_and(f));
+        let i = find(&|q| q.state == QpState::Closed && q.local_qpn == local_qpn)
+            .or_else(|| find(&|q| q.state == QpState::Free))
+            .or_else(|| find(&|q| q.state == QpState::Closed))
             .ok_or(PostError::TooManyQps)?;
         let q = self.qps.qp_mut(i).ok_or(PostError::TooManyQps)?;
         let (msn, ssn, rssn) = (
@@ -648,10 +656,20 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
     }
 
     /// Unbinds a QP at once; its outstanding work is forgotten without completions.
+    /// If it received requests, its slot keeps their record until reused, to
+    /// acknowledge the peer's retransmissions of them ([MR-QP-8]).
     pub fn close_qp(&mut self, qp: QpId) {
         if let Some(q) = self.qps.qp_mut(qp.index()) {
-            q.reset();
+            q.close();
         }
+    }
+
+    /// Whether a closed QP still acknowledges retransmissions of the requests it
+    /// received ([MR-QP-8]): a connection left with no bound QP SHOULD then linger
+    /// before it is freed ([MR-CONN-16]).
+    //= Documentation/metaroce/spec.rst#linger
+    pub fn has_closed_qps(&self) -> bool {
+        (0..self.qps.len()).any(|i| self.qps.qp(i).is_some_and(|q| q.state == QpState::Closed))
     }
 
     /// Moves a QP to the error state (verbs `modify_qp(IBV_QPS_ERR)`): every

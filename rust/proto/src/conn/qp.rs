@@ -30,6 +30,9 @@ pub(crate) enum QpState {
     Free,
     /// Bound and running.
     Active,
+    /// Unbound, keeping only the record of the request segments it received, to
+    /// acknowledge the peer's retransmissions of them ([`Qp::close`]).
+    Closed,
 }
 
 /// A posted send work request and its progress.
@@ -428,6 +431,30 @@ impl Qp {
             next_resp_ssn: 0,
             resp_acked: ReasmWindow::default(),
         })
+    }
+
+    /// Unbinds the QP ([MR-QP-3]). One that received requests keeps their record
+    /// (and its QPN) as a closed QP: the peer's retransmissions of what it received
+    /// are then acknowledged, not dropped ([MR-QP-8]), so that a last ACK lost
+    /// after the application destroyed its QP does not fail the peer's request.
+    /// Anything else is freed.
+    //= Documentation/metaroce/spec.rst#streams
+    pub(crate) fn close(&mut self) {
+        if self.state != QpState::Active || self.first_request == FirstRequest::Awaited {
+            self.reset();
+            return;
+        }
+        let (qpn, received) = (self.local_qpn, self.req_rx.clone());
+        self.reset();
+        self.state = QpState::Closed;
+        self.local_qpn = qpn;
+        self.req_rx = received;
+    }
+
+    /// Whether this is a closed QP ([`Qp::close`]) numbered `qpn` that received
+    /// request segment `ssn`.
+    pub(crate) fn closed_and_received(&self, qpn: u32, ssn: u32) -> bool {
+        self.state == QpState::Closed && self.local_qpn == qpn && self.req_rx.get(ssn) == Some(true)
     }
 
     /// Makes this a free slot (as [`Qp::init`]) in place.

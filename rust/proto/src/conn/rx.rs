@@ -264,6 +264,10 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         let ty = pkt.packet_type();
         //= Documentation/metaroce/spec.rst#streams
         let seg = match self.qp_by_qpn(stream.qpn) {
+            None if !ty.is_response() && self.closed_qp_received(stream.qpn, stream.ssn) => {
+                self.stats.rx_closed_qp_acked = self.stats.rx_closed_qp_acked.saturating_add(1);
+                Seg::Duplicate
+            }
             None => return Err(RxDrop::NoQp),
             Some(qi) if ty.is_response() => self.on_response(qi, h, &stream, &ext, payload, mem),
             Some(qi) if self.qps.qp(qi).is_some_and(|q| q.error.is_some()) => {
@@ -313,6 +317,16 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             }
             Seg::Drop => Err(RxDrop::Invalid),
         }
+    }
+
+    /// Whether a closed QP numbered `qpn` received request segment `ssn` ([MR-QP-8]).
+    //= Documentation/metaroce/spec.rst#streams
+    fn closed_qp_received(&self, qpn: u32, ssn: u32) -> bool {
+        (0..self.qps.len()).any(|i| {
+            self.qps
+                .qp(i)
+                .is_some_and(|q| q.closed_and_received(qpn, ssn))
+        })
     }
 
     /// Records an acknowledged PSN and decides when to send the ACK.

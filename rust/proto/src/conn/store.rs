@@ -35,7 +35,7 @@ impl QpSlot {
 
     /// Whether a QP is bound to this slot.
     pub fn is_bound(&self) -> bool {
-        self.qp.state != super::qp::QpState::Free
+        self.qp.state == super::qp::QpState::Active
     }
 }
 

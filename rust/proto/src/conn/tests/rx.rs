@@ -99,6 +99,75 @@ fn packet_of_an_earlier_binding_is_not_placed() {
     assert_eq!(stream_start(0, 0), initial_psn(0, 0));
 }
 
+// spec: MR-QP-8, MR-QP-3
+#[test]
+fn a_closed_qp_acknowledges_the_retransmission_of_what_it_received() {
+    let mut n = Net::new(1);
+    let qp = n.c[0].open_qp(1, 2).unwrap();
+    let rq = n.c[1].open_qp(2, 1).unwrap();
+    n.c[1].post_recv(rq, 50, 4096).unwrap();
+    let send = |id| WorkRequest {
+        wr_id: id,
+        opcode: Opcode::Send,
+        len: 100,
+        ..Default::default()
+    };
+    n.c[0].post_send(qp, send(1)).unwrap();
+    let data = n.out(0);
+    n.deliver(1, &data);
+    // The receive completes and the application destroys its QP at once
+    // (ibv_rc_pingpong's last iteration); the ACK it had sent is lost.
+    let c = n.completions(1);
+    assert_eq!((c.len(), c[0].status), (1, WcStatus::Success));
+    let _lost_ack = n.out(1);
+    n.c[1].close_qp(rq);
+    assert!(n.c[1].has_closed_qps());
+    // The requester times out and sends the segment again: acknowledged, not
+    // placed a second time.
+    let placed = n.mem[1].placed;
+    let mut copies = 0;
+    for _ in 0..8 {
+        let t = n.c[0].poll_timeout().unwrap();
+        n.now = n.now.max(t);
+        n.c[0].handle_timeout(n.now);
+        let again = n.out(0);
+        copies += again.iter().filter(|p| is_data(p)).count();
+        if copies > 0 {
+            n.deliver(1, &again);
+            break;
+        }
+    }
+    assert_eq!(copies, 1);
+    assert_eq!(n.mem[1].placed, placed);
+    assert_eq!(n.c[1].stats().rx_closed_qp_acked, 1);
+    n.settle();
+    let c = n.completions(0);
+    assert_eq!(
+        (c.len(), c[0].wr_id, c[0].status),
+        (1, 1, WcStatus::Success)
+    );
+    // A request the closed QP never received is dropped, unacknowledged.
+    n.c[0].post_send(qp, send(2)).unwrap();
+    let new = n.out(0);
+    n.deliver(1, &new);
+    assert_eq!(n.c[1].stats().rx_no_qp, 1);
+    assert!(n.out(1).is_empty());
+    // A new binding of the QPN takes the closed QP's slot.
+    let again = n.c[1].open_qp_psn(2, 1, 7, 9).unwrap();
+    assert_eq!(again, rq);
+    assert!(!n.c[1].has_closed_qps());
+}
+
+// spec: MR-QP-8
+#[test]
+fn a_qp_that_received_nothing_closes_without_a_trace() {
+    let (mut n, qp) = Net::with_qp(1);
+    n.c[0].close_qp(qp);
+    assert!(!n.c[0].has_closed_qps());
+    // Its slot is free: the next binding of any QPN takes it.
+    assert_eq!(n.c[0].open_qp(5, 6).unwrap(), qp);
+}
+
 // spec: MR-SACK-19, MR-PATH-10
 #[test]
 fn path_floor_clears_abandoned_holes() {
