@@ -1077,6 +1077,8 @@ NOT_TESTABLE = {
     "CONN-15": "connection to itself: inside the IUT's host",
     "QP-5": "binding happens through verbs; its stream numbers are checked by OP-9/OP-10",
     "QP-3": "unbinding through verbs",
+    "QP-8": "needs the IUT to destroy a QP (verbs) while the suite holds back its last ACK",
+    "CONN-16": "a lingering connection's lifetime is the IUT's; needs a QP destroyed through verbs",
     "QP-7": "QP count per connection: verbs",
     "SACK-10": "a 10 us bound is below what a Python peer on a shared host can time",
     "RTX-3": "estimator arithmetic", "RTX-4": "RTO arithmetic", "RTX-5": "RTO backoff arithmetic",

@@ -5,7 +5,7 @@
 # per invocation, run by conn_lifecycle.sh in namespace A (mroce0 on vethA, 198.18.0.1;
 # mroce1 on vethB in namespace B, 198.18.0.2):
 #   conn_lifecycle.py CASE DEV_A DEV_B --ns-a NS --ns-b NS
-# Cases (spec [MR-CONN-14], [MR-SEC-7]; driver.rst, "The transport"):
+# Cases (spec [MR-CONN-14], [MR-CONN-16], [MR-SEC-7]; driver.rst, "The transport"):
 #   wrong_peer     a CLOSE with the right connection ids from another address is
 #                  dropped (rx_wrong_peer): the QPs go on
 #   peer_close     a CLOSE from the peer closes the connection: its QPs are in ERR, a
@@ -19,6 +19,10 @@
 #   modify_race    two processes modify one QP at once (INIT->RTR against
 #                  RTR->RESET->INIT->RTR to another address): once destroyed, no
 #                  connection is left (no binding was leaked)
+#   linger         the peer destroys its QP as soon as a SEND arrived whose ACKs were
+#                  all lost: its connection lingers and acknowledges the
+#                  retransmission, and the SEND completes successfully (spec
+#                  [MR-QP-8], [MR-CONN-16])
 # Exits 0 on success, 1 (printing why) on failure.
 
 import argparse
@@ -122,19 +126,20 @@ def delta(before, after, name):
 
 
 def conns(dev):
-    """The connections of dev's debugfs file: dicts of local id, peer address, peer id, closed."""
+    """The connections of dev's debugfs file: dicts of local id, peer address, peer id, closed,
+    lingering."""
     found = []
     with open(f'/sys/kernel/debug/metaroce/{dev}/conns') as f:
         for line in f:
             m = re.match(r'conn (0x[0-9a-f]+) to (\S+) \(peer (0x[0-9a-f]+)\)', line)
             if m:
                 found.append({'id': int(m[1], 16), 'peer': m[2], 'peer_id': int(m[3], 16),
-                              'closed': 'closed=true' in line})
+                              'closed': 'closed=true' in line, 'lingering': 'lingering=true' in line})
     return found
 
 
 def the_conn(dev, peer):
-    open_ = [c for c in conns(dev) if c['peer'] == peer and not c['closed']]
+    open_ = [c for c in conns(dev) if c['peer'] == peer and not c['closed'] and not c['lingering']]
     check(len(open_) == 1, f'{dev}: {len(open_)} open connections to {peer}: {conns(dev)}')
     check(open_[0]['peer_id'] != 0, f'{dev}: the connection to {peer} does not know its peer id')
     return open_[0]
@@ -330,6 +335,49 @@ def case_forged_open():
     check_open(ARGS.dev_b, 0)
 
 
+def case_linger():
+    netem = ['ip', 'netns', 'exec', ARGS.ns_b, 'tc', 'qdisc']
+    for warm in (True, False):
+        what = 'after an exchange' if warm else 'as the first packet of the connection'
+        a, b = End(ARGS.dev_a), End(ARGS.dev_b)
+        connect(a, b)
+        if warm:
+            exchange(a, b, 0x61)
+        cb0 = counters(ARGS.dev_b)
+        post_recv(b, 1)
+        # Everything B sends is lost, its ACKs of the SEND too.
+        subprocess.run(netem + ['add', 'dev', 'vethB', 'root', 'netem', 'loss', '100%'], check=True)
+        try:
+            post_send(a, 2, b'\x62' * MSG)
+            wc = poll(b.cq, 1, 20.0, f'{b.dev}: the SEND {what}')[0]
+            check(wc.status == e.IBV_WC_SUCCESS, f'{b.dev}: receive completed with {status_name(wc.status)}')
+            check(b.mr.read(MSG, MSG) == b'\x62' * MSG, f'{b.dev}: wrong data received')
+            # At once, as ibv_rc_pingpong after its last receive.
+            b.close()
+            lingering = [c for c in conns(ARGS.dev_b) if c['peer'] == ADDR['a'] and c['lingering']]
+        finally:
+            subprocess.run(netem + ['del', 'dev', 'vethB', 'root'], check=True)
+        check(len(lingering) == 1, f'{ARGS.dev_b}: no lingering connection after its QP went: {conns(ARGS.dev_b)}')
+        wc = poll(a.cq, 1, 20.0, f'{a.dev}: the SEND\'s completion {what}')[0]
+        cb1 = counters(ARGS.dev_b)
+        print(f'{what}: {a.dev}\'s SEND completed with {status_name(wc.status)}; {ARGS.dev_b}: '
+              f'conns_lingered +{delta(cb0, cb1, "conns_lingered")}, '
+              f'rx_closed_qp_acked +{delta(cb0, cb1, "rx_closed_qp_acked")}')
+        check(wc.status == e.IBV_WC_SUCCESS, f'{a.dev}: SEND {what} completed with {status_name(wc.status)}')
+        check(delta(cb0, cb1, 'conns_lingered') == 1, f'{ARGS.dev_b}: conns_lingered grew by '
+              f'{delta(cb0, cb1, "conns_lingered")}, want 1')
+        check(delta(cb0, cb1, 'rx_closed_qp_acked') >= 1, f'{ARGS.dev_b}: no retransmission acknowledged')
+        a.close()
+        check_open(ARGS.dev_a, 0)
+        check_open(ARGS.dev_b, 0)
+        # Both lingering connections go once the peers are quiet (500 ms).
+        deadline = time.monotonic() + 5
+        while any(conns(d) for d in (ARGS.dev_a, ARGS.dev_b)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = [conns(d) for d in (ARGS.dev_a, ARGS.dev_b)]
+        check(left == [[], []], f'connections left 5 s after the QPs went: {left}')
+
+
 def to_reset(x):
     x.qp.modify(QPAttr(qp_state=e.IBV_QPS_RESET), e.IBV_QP_STATE)
 
@@ -389,7 +437,8 @@ def case_modify_race():
 
 
 CASES = {'wrong_peer': case_wrong_peer, 'peer_close': case_peer_close, 'peer_restart': case_peer_restart,
-         'restart_hint': case_restart_hint, 'forged_open': case_forged_open, 'modify_race': case_modify_race}
+         'restart_hint': case_restart_hint, 'forged_open': case_forged_open, 'modify_race': case_modify_race,
+         'linger': case_linger}
 
 
 def main():

@@ -6,7 +6,9 @@
 # an OPEN that only claims a restart, datagrams with the right connection ids from
 # the wrong address, and concurrent modify_qp calls on one QP. Each time the QPs
 # that must go on go on, new QP pairs to the peer work, old QPs destroy cleanly and
-# no connection is left over (spec [MR-CONN-14], [MR-SEC-7]).
+# no connection is left over (spec [MR-CONN-14], [MR-SEC-7]). A peer that destroys its
+# QP right after a SEND arrived whose ACKs were lost still acknowledges the
+# retransmission (spec [MR-QP-8], [MR-CONN-16]).
 
 . "$(dirname "$0")/lib.sh"
 
@@ -31,6 +33,7 @@ CASES=(
 	"restart_hint:the same, the restarted peer sending first: probed, found gone, then bound"
 	"forged_open:an OPEN claiming a restart of a live peer: probed, the connection stays"
 	"modify_race:concurrent modify_qp on one QP leaves no binding behind"
+	"linger:a QP destroyed right after a SEND whose ACKs were lost: its connection lingers, the SEND completes"
 )
 
 ktap_print_header

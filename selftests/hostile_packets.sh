@@ -35,9 +35,9 @@ DBG=/sys/kernel/debug/metaroce
 trap perftest_cleanup EXIT
 
 # ids: "LOCAL PEER" connection ids of mroce0's live connection to $IPB (one closing
-# after an earlier case may still be listed).
+# or lingering after an earlier case may still be listed).
 ids() {
-	sed -n "/dead=false closed=false/s/^conn \(0x[0-9a-f]*\) to $IPB (peer \(0x[0-9a-f]*\)).*/\1 \2/p" \
+	sed -n "/dead=false closed=false lingering=false/s/^conn \(0x[0-9a-f]*\) to $IPB (peer \(0x[0-9a-f]*\)).*/\1 \2/p" \
 		$DBG/mroce0/conns | head -1
 }
 connected() { local i; i=$(ids); [ -n "$i" ] && [ "${i#* }" != 0x00000000 ]; }
@@ -386,8 +386,9 @@ test_cm_mads() {
 # but the lookup ([MR-SEC-8]), the ping-pongs untouched.
 : "${SPOOFED_OPENS:=20000}"
 conn_up() { [ "$(counter mroce0 conns_open)" -ge 1 ]; }
-# other_conns: mroce0's connections to anyone but the second address's peer (debugfs).
-other_conns() { grep -E '^conn 0x[0-9a-f]+ to ' $DBG/mroce0/conns | grep -v " to $IPB2 "; }
+# other_conns: mroce0's connections to anyone but the second address's peer (debugfs),
+# but for those lingering after an earlier case.
+other_conns() { grep -E '^conn 0x[0-9a-f]+ to ' $DBG/mroce0/conns | grep -v " to $IPB2 \|lingering=true"; }
 test_spoofed_opens() {
 	local opened slab0 slab1 dropped0 dropped1 runs spoofed
 	steady_start || return

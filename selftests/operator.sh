@@ -223,11 +223,11 @@ statistic_qp_manual_steps() {
 }
 
 # room DEV: the inbox room of DEV's connection to the peer in debugfs (`conns`), as
-# "INBOX+RX" datagrams.
+# "INBOX+RX" datagrams (not one lingering after an earlier test).
 room() {
 	local peer=$IPB
 	[ "$1" = mroce1 ] && peer=$IPA
-	sed -n "s/^conn 0x[0-9a-f]* to $peer .*(room \([0-9]*+[0-9]*\)).*/\1/p" \
+	sed -n "/lingering=false/s/^conn 0x[0-9a-f]* to $peer .*(room \([0-9]*+[0-9]*\)).*/\1/p" \
 		/sys/kernel/debug/metaroce/$1/conns | head -1
 }
 

@@ -15,11 +15,13 @@
 //! with an ACK, spec [MR-CONN-8]) because it spoke with a new connection id or a QP
 //! binds after a quiet second, it answered none. A closed connection is out of its
 //! device's lookups (no datagram reaches it, no QP binds to it), its QPs are in the
-//! error state, and it goes with the last of them (spec [MR-CONN-14]).
+//! error state, and it goes with the last of them (spec [MR-CONN-14]). An open
+//! connection whose last QP goes may linger first (`linger.rs`, spec [MR-CONN-16]).
 //!
 //! This file holds the context and its run loop; `steer.rs` where and when it runs
 //! (doorbells, receive, the work item's CPU), `liveness.rs` whether the peer is there,
-//! `xmit.rs` the datagrams it sends and `view.rs` what it shows of itself.
+//! `linger.rs` its end, `xmit.rs` the datagrams it sends and `view.rs` what it shows
+//! of itself.
 
 use crate::bound::Bound;
 use crate::driver::MetaRoceDriver;
@@ -56,6 +58,7 @@ use rdma::{
     udp::{Ecn, OwnedDatagram, RouteCache},
 };
 
+mod linger;
 mod liveness;
 mod steer;
 mod view;
@@ -165,6 +168,9 @@ pub(crate) struct ConnCtx {
     /// When a run last placed data of the peer ([`rdma::clock::local_ns`]; 0 never):
     /// the peer is an active sender for the device's rate hint.
     data_at: Atomic<u64>,
+    /// When the last QP went and the connection began to linger
+    /// ([`rdma::clock::local_ns`]; 0: it does not linger, see `linger.rs`).
+    linger_since: Atomic<u64>,
     #[pin]
     inbox: SpinLockIrq<KVec<OwnedDatagram>>,
     #[pin]
@@ -268,6 +274,7 @@ impl ConnCtx {
                 probe_req: Atomic::new(false),
                 probing: Atomic::new(false),
                 data_at: Atomic::new(0),
+                linger_since: Atomic::new(0),
                 inbox <- new_spinlock_irq!(inbox),
                 state <- rdma::new_spinlock_bh!(state, "metaroce_conn"),
                 work <- new_work!("metaroce::ConnCtx::work"),
@@ -508,7 +515,8 @@ impl ConnCtx {
         if let Some(s) = snapshot {
             s.report(conn);
         }
-        self.arm(st, now);
+        let linger = self.watch_linger(dev, st);
+        self.arm(st, now, linger);
     }
 
     /// Notes whether the peer delivered data, and sets the rate hint of the ACKs to
@@ -586,11 +594,12 @@ impl ConnCtx {
         }
     }
 
-    /// Arms the timer for the core's next deadline. A pending timer that expires no later
+    /// Arms the timer for the core's next deadline, the peer probe's, or the linger's
+    /// end (`linger`, [`Self::watch_linger`]). A pending timer that expires no later
     /// than that is left alone: it fires early, the run finds nothing due and arms the
     /// timer again. The retransmission deadline moves forward with every ACK, so this
     /// spares a cancel and a restart (a clock event reprogramming) on nearly every run.
-    fn arm(self: &Arc<Self>, st: &mut Serialized, now: CoreInstant) {
+    fn arm(self: &Arc<Self>, st: &mut Serialized, now: CoreInstant, linger: Option<CoreInstant>) {
         // A closed connection keeps its QPs (in error) until they go, and nothing else.
         if st.conn.state() == CoreState::Closed {
             drop(st.timer.take());
@@ -598,10 +607,10 @@ impl ConnCtx {
             return;
         }
         let probe = st.probe.map(|p| p.next_at);
-        let next = match (st.conn.poll_timeout(), probe) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
+        let next = [st.conn.poll_timeout(), probe, linger]
+            .into_iter()
+            .flatten()
+            .min();
         let Some(next) = next else {
             return;
         };

@@ -128,6 +128,8 @@ pub(crate) struct EngineCounters {
     pub(crate) conns_peer_gone: Atomic<u64>,
     /// Probes of a peer started ([`ConnCtx::probe_peer`]).
     pub(crate) conn_probes: Atomic<u64>,
+    /// Connections that lingered after their last QP (spec [MR-CONN-16]).
+    pub(crate) conns_lingered: Atomic<u64>,
     /// UD datagrams sent.
     pub(crate) ud_tx: Atomic<u64>,
     /// UD datagrams delivered to a receive.
@@ -151,8 +153,9 @@ pub(crate) struct EngineCounters {
 /// data packets sent, retransmitted, retransmission timeouts, of those the spurious
 /// ones, ACKs sent, NAKs sent, duplicate data received, datagrams the core dropped
 /// and of those the ones out of a path's window and for no QP, datagrams the inbox
-/// dropped, runs of the connections' serialized context, PATH_FLOORs sent.
-pub(crate) const TRANSPORT_COUNTERS: usize = 14;
+/// dropped, runs of the connections' serialized context, PATH_FLOORs sent, duplicates
+/// acknowledged for a closed QP.
+pub(crate) const TRANSPORT_COUNTERS: usize = 15;
 
 pub(crate) fn transport_values(
     s: &Stats,
@@ -174,6 +177,7 @@ pub(crate) fn transport_values(
         inbox_drops,
         runs,
         s.tx_floors,
+        s.rx_closed_qp_acked,
     ]
 }
 
@@ -205,6 +209,7 @@ impl EngineCounters {
             conns_peer_closed: Atomic::new(0),
             conns_peer_gone: Atomic::new(0),
             conn_probes: Atomic::new(0),
+            conns_lingered: Atomic::new(0),
             ud_tx: Atomic::new(0),
             ud_rx: Atomic::new(0),
             ud_rx_dropped: Atomic::new(0),
@@ -369,6 +374,7 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"rx_wrong_src", Eng(|e| &e.rx_wrong_src)),
     (c"rx_open_limited", Eng(|e| &e.rx_open_limited)),
     (c"conns_refused", Eng(|e| &e.conns_refused)),
+    (c"conns_lingered", Eng(|e| &e.conns_lingered)),
     // Unreliable datagrams (crate::ud).
     (c"ud_tx", Eng(|e| &e.ud_tx)),
     (c"ud_rx", Eng(|e| &e.ud_rx)),
@@ -392,6 +398,7 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"rx_inbox_full", Transport(11)),
     (c"conn_runs", Transport(12)),
     (c"tx_floors", Transport(13)),
+    (c"rx_closed_qp_acked", Transport(14)),
     // Per namespace: shared by the devices of the device's namespace.
     (c"ns_rx_no_device", Port(|s| s.ns.rx_unclaimed)),
     (c"ns_rx_malformed", Port(|s| s.ns.rx_malformed)),

@@ -11,7 +11,9 @@
 //!
 //! A closed connection (its peer sent CLOSE, or the peer is gone, see
 //! [`crate::conn`]) stays in the table, out of every lookup, until its last QP goes:
-//! the next QP to that peer opens a new connection.
+//! the next QP to that peer opens a new connection. An open connection whose last QP
+//! goes may linger (spec [MR-CONN-16]): found by its connection id only, until the
+//! reaper ([`Engine::reap`]) frees it.
 
 use crate::conn::ConnCtx;
 use crate::convert::ip;
@@ -21,9 +23,10 @@ use crate::rate_hint::RateShare;
 use crate::transport::config;
 use core::{fmt, net::IpAddr};
 use kernel::{
-    new_mutex, new_spinlock_irq,
+    impl_has_work, new_mutex, new_spinlock_irq, new_work,
     prelude::*,
     sync::{aref::ARef, atomic::Relaxed, Arc, Mutex, SpinLockIrq},
+    workqueue::{Work, WorkItem},
 };
 use metaroce_proto::{
     constants::COMMON_HEADER_LEN,
@@ -66,6 +69,21 @@ pub(crate) struct Engine {
     open_budget: SpinLockIrq<TokenBucket>,
     /// The inbound capacity shared among the peers (rate hints).
     rate: RateShare,
+    /// Frees the connections whose linger ended ([`Engine::reap`]).
+    #[pin]
+    reaper: Work<Engine>,
+}
+
+impl_has_work! {
+    impl HasWork<Self> for Engine { self.reaper }
+}
+
+impl WorkItem for Engine {
+    type Pointer = Arc<Engine>;
+
+    fn run(this: Arc<Engine>) {
+        this.free_lingering();
+    }
 }
 
 /// Datagrams with `dst_conn` 0 (a peer opening a connection, before it has our id) a
@@ -103,6 +121,7 @@ impl Engine {
                     Instant::from_nanos(rdma::clock::local_ns()),
                 )),
                 rate,
+                reaper <- new_work!("metaroce::Engine::reaper"),
             }),
             GFP_KERNEL,
         )
@@ -113,10 +132,15 @@ impl Engine {
         &self.ndev
     }
 
-    /// The number of open connections (closed ones waiting for their QPs to go are
-    /// not counted).
+    /// The number of open connections (closed ones waiting for their QPs to go and
+    /// lingering ones are not counted).
     pub(crate) fn conns(&self) -> usize {
-        self.conns.lock().iter().filter(|c| !c.is_closed()).count()
+        self.conns.lock().iter().filter(|c| c.is_open()).count()
+    }
+
+    /// A connection of the table that `f` picks.
+    fn find_conn(&self, f: impl Fn(&ConnCtx) -> bool) -> Option<Arc<ConnCtx>> {
+        self.conns.lock().iter().find(|c| f(c)).cloned()
     }
 
     /// Writes the state of every connection (the `conns` debugfs file).
@@ -134,7 +158,7 @@ impl Engine {
     /// Writes every open connection's rate hints and paths (the `paths` debugfs file).
     pub(crate) fn write_paths(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut conns = KVec::new();
-        for c in self.conns.lock().iter().filter(|c| !c.is_closed()) {
+        for c in self.conns.lock().iter().filter(|c| c.is_open()) {
             conns.push(c.clone(), GFP_ATOMIC).map_err(|_| fmt::Error)?;
         }
         for c in &conns {
@@ -149,9 +173,7 @@ impl Engine {
     pub(crate) fn rate_hint(&self) -> u64 {
         self.rate.hint(rdma::clock::local_ns(), |since| {
             let conns = self.conns.lock();
-            let active = conns
-                .iter()
-                .filter(|c| !c.is_closed() && c.data_at() >= since);
+            let active = conns.iter().filter(|c| c.is_open() && c.data_at() >= since);
             active.count() as u64
         })
     }
@@ -211,13 +233,15 @@ impl Engine {
                     None => (None, false),
                 }
             } else {
-                (
+                // By the address alone; a lingering connection only by the peer's id
+                // too: its peer retransmits without knowing ours (spec [MR-CONN-16]).
+                let open = conns.iter().find(|c| c.peer == peer && c.is_open());
+                let lingering = || {
                     conns
                         .iter()
-                        .find(|c| c.peer == peer && !c.is_closed())
-                        .cloned(),
-                    false,
-                )
+                        .find(|c| c.peer == peer && c.is_lingering() && c.peer_id() == h.src_conn)
+                };
+                (open.or_else(lingering).cloned(), false)
             }
         };
         if wrong_peer {
@@ -333,12 +357,7 @@ impl Engine {
         peer: IpAddr,
     ) -> Result<Binding> {
         let av = attrs.av.ok_or(EINVAL)?;
-        let existing = self
-            .conns
-            .lock()
-            .iter()
-            .find(|c| c.peer == peer && !c.is_closed())
-            .cloned();
+        let existing = self.find_conn(|c| c.peer == peer && c.is_open());
         let existing = existing.filter(|c| {
             c.peer_id() == 0 || c.quiet_ns() < crate::conn::QUIET_NS || !c.probe_and_wait(dev)
         });
@@ -347,9 +366,15 @@ impl Engine {
             None => {
                 // Spec [MR-SEC-9]: a bounded number of connections per device
                 // (checked at RTR already; this is for RTRs that raced for the last).
+                // A lingering connection gives its place (spec [MR-CONN-16]).
                 if self.conns.lock().len() >= max_conns() {
-                    self.refuse_conn(dev);
-                    return Err(ENOSPC);
+                    match self.find_conn(|c| c.is_lingering()) {
+                        Some(c) => self.retire(&c),
+                        None => {
+                            self.refuse_conn(dev);
+                            return Err(ENOSPC);
+                        }
+                    }
                 }
                 let id = self.fresh_conn_id()?;
                 let cfg = config(id, dev.data().payload_mtu(attrs.path_mtu), attrs);
@@ -385,7 +410,8 @@ impl Engine {
     pub(crate) fn admits(&self, dev: &Device<MetaRoceDriver>, peer: IpAddr) -> bool {
         let ok = {
             let conns = self.conns.lock();
-            conns.len() < max_conns() || conns.iter().any(|c| c.peer == peer && !c.is_closed())
+            let held = conns.iter().filter(|c| !c.is_lingering()).count();
+            held < max_conns() || conns.iter().any(|c| c.peer == peer && c.is_open())
         };
         if !ok {
             self.refuse_conn(dev);
@@ -402,11 +428,30 @@ impl Engine {
         );
     }
 
-    /// Unbinds a QP; the connection goes with its last QP.
+    /// Unbinds a QP; the connection goes with its last QP, or lingers first if a
+    /// closed QP of it acknowledges what it received (spec [MR-CONN-16]).
     pub(crate) fn unbind(&self, b: Binding) {
         let _guard = self.bind_lock.lock();
-        if b.conn.unbind(b.id) == 0 {
+        if b.conn.unbind(b.id) > 0 {
+            return;
+        }
+        if b.conn.start_linger() {
+            self.stats.conns_lingered.fetch_add(1, Relaxed);
+        } else {
             self.retire(&b.conn);
+        }
+    }
+
+    /// Asks the reaper to free the connections whose linger ended (any context).
+    pub(crate) fn reap(self: &Arc<Self>) {
+        let _ = rdma::work::system_percpu().enqueue::<Arc<Self>, 0>(self.clone());
+    }
+
+    /// The reaper's work: frees the connections whose linger ended.
+    fn free_lingering(&self) {
+        let _guard = self.bind_lock.lock();
+        while let Some(c) = self.find_conn(|c| c.is_lingering() && c.linger_over()) {
+            self.retire(&c);
         }
     }
 
@@ -443,13 +488,13 @@ impl Engine {
 
     /// Stops every connection (the device is going away).
     pub(crate) fn shutdown_all(&self) {
-        let _guard = self.bind_lock.lock();
-        loop {
-            let next = self.conns.lock().first().cloned();
-            let Some(c) = next else {
-                break;
-            };
-            self.retire(&c);
+        {
+            let _guard = self.bind_lock.lock();
+            while let Some(c) = self.find_conn(|_| true) {
+                self.retire(&c);
+            }
         }
+        // No connection is left to queue the reaper (it takes `bind_lock`).
+        rdma::work::flush(&self.reaper);
     }
 }

@@ -25,7 +25,7 @@ impl ConnCtx {
             f,
             "conn {:#010x} to {} (peer {:#010x}): runs {}, in_stream={} app_cpu={}, inbox {} \
              (room {}+{}), timer {} at {:?} ns from now, next deadline {:?} ns, dead={} closed={} \
-             probe={:?}",
+             lingering={} probe={:?}",
             self.local_id,
             self.peer,
             st.conn.peer_conn_id(),
@@ -40,6 +40,7 @@ impl ConnCtx {
             ns(st.conn.poll_timeout()),
             st.dead,
             self.is_closed(),
+            self.is_lingering(),
             st.probe.map(|p| p.sent),
         )?;
         writeln!(
