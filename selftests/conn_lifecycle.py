@@ -357,13 +357,13 @@ def case_linger():
             lingering = [c for c in conns(ARGS.dev_b) if c['peer'] == ADDR['a'] and c['lingering']]
         finally:
             subprocess.run(netem + ['del', 'dev', 'vethB', 'root'], check=True)
-        check(len(lingering) == 1, f'{ARGS.dev_b}: no lingering connection after its QP went: {conns(ARGS.dev_b)}')
         wc = poll(a.cq, 1, 20.0, f'{a.dev}: the SEND\'s completion {what}')[0]
         cb1 = counters(ARGS.dev_b)
         print(f'{what}: {a.dev}\'s SEND completed with {status_name(wc.status)}; {ARGS.dev_b}: '
               f'conns_lingered +{delta(cb0, cb1, "conns_lingered")}, '
               f'rx_closed_qp_acked +{delta(cb0, cb1, "rx_closed_qp_acked")}')
         check(wc.status == e.IBV_WC_SUCCESS, f'{a.dev}: SEND {what} completed with {status_name(wc.status)}')
+        check(len(lingering) == 1, f'{ARGS.dev_b}: no lingering connection after its QP went: {conns(ARGS.dev_b)}')
         check(delta(cb0, cb1, 'conns_lingered') == 1, f'{ARGS.dev_b}: conns_lingered grew by '
               f'{delta(cb0, cb1, "conns_lingered")}, want 1')
         check(delta(cb0, cb1, 'rx_closed_qp_acked') >= 1, f'{ARGS.dev_b}: no retransmission acknowledged')
