@@ -28,6 +28,7 @@
 import argparse
 import os
 import re
+import socket
 import struct
 import subprocess
 import sys
@@ -355,15 +356,26 @@ def case_linger():
             # At once, as ibv_rc_pingpong after its last receive.
             b.close()
             lingering = [c for c in conns(ARGS.dev_b) if c['peer'] == ADDR['a'] and c['lingering']]
+            if lingering and warm:
+                # It takes no new work: a probe of its peer (a CONTROL OPEN with both
+                # ids) goes unanswered, as if the connection had gone. Sent from here
+                # (namespace A), at once.
+                with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                    sock.bind((ADDR['a'], 0))
+                    sock.sendto(control(OPEN, lingering[0]['id'], lingering[0]['peer_id']),
+                                (ADDR['b'], UDP_PORT))
         finally:
             subprocess.run(netem + ['del', 'dev', 'vethB', 'root'], check=True)
         wc = poll(a.cq, 1, 20.0, f'{a.dev}: the SEND\'s completion {what}')[0]
         cb1 = counters(ARGS.dev_b)
         print(f'{what}: {a.dev}\'s SEND completed with {status_name(wc.status)}; {ARGS.dev_b}: '
               f'conns_lingered +{delta(cb0, cb1, "conns_lingered")}, '
-              f'rx_closed_qp_acked +{delta(cb0, cb1, "rx_closed_qp_acked")}')
+              f'rx_closed_qp_acked +{delta(cb0, cb1, "rx_closed_qp_acked")}, '
+              f'rx_linger_probes +{delta(cb0, cb1, "rx_linger_probes")}')
         check(wc.status == e.IBV_WC_SUCCESS, f'{a.dev}: SEND {what} completed with {status_name(wc.status)}')
         check(len(lingering) == 1, f'{ARGS.dev_b}: no lingering connection after its QP went: {conns(ARGS.dev_b)}')
+        probes = delta(cb0, cb1, 'rx_linger_probes')
+        check(probes == int(warm), f'{ARGS.dev_b}: rx_linger_probes grew by {probes}, want {int(warm)}')
         check(delta(cb0, cb1, 'conns_lingered') == 1, f'{ARGS.dev_b}: conns_lingered grew by '
               f'{delta(cb0, cb1, "conns_lingered")}, want 1')
         check(delta(cb0, cb1, 'rx_closed_qp_acked') >= 1, f'{ARGS.dev_b}: no retransmission acknowledged')

@@ -130,6 +130,8 @@ pub(crate) struct EngineCounters {
     pub(crate) conn_probes: Atomic<u64>,
     /// Connections that lingered after their last QP (spec [MR-CONN-16]).
     pub(crate) conns_lingered: Atomic<u64>,
+    /// Probes of its peer (CONTROL `OPEN`) a lingering connection left unanswered.
+    pub(crate) rx_linger_probes: Atomic<u64>,
     /// UD datagrams sent.
     pub(crate) ud_tx: Atomic<u64>,
     /// UD datagrams delivered to a receive.
@@ -210,6 +212,7 @@ impl EngineCounters {
             conns_peer_gone: Atomic::new(0),
             conn_probes: Atomic::new(0),
             conns_lingered: Atomic::new(0),
+            rx_linger_probes: Atomic::new(0),
             ud_tx: Atomic::new(0),
             ud_rx: Atomic::new(0),
             ud_rx_dropped: Atomic::new(0),
@@ -375,6 +378,7 @@ const TABLE: &[(&CStr, Reader)] = &[
     (c"rx_open_limited", Eng(|e| &e.rx_open_limited)),
     (c"conns_refused", Eng(|e| &e.conns_refused)),
     (c"conns_lingered", Eng(|e| &e.conns_lingered)),
+    (c"rx_linger_probes", Eng(|e| &e.rx_linger_probes)),
     // Unreliable datagrams (crate::ud).
     (c"ud_tx", Eng(|e| &e.ud_tx)),
     (c"ud_rx", Eng(|e| &e.ud_rx)),

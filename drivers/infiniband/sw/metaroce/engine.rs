@@ -256,7 +256,7 @@ impl Engine {
             if h.flags.has(Flags::OPEN)
                 && id != 0
                 && h.src_conn != id
-                && !Self::is_close(&h, rx.payload())
+                && !Self::is_control(&h, rx.payload(), ControlCode::Close)
             {
                 c.probe_peer();
             }
@@ -266,6 +266,15 @@ impl Engine {
                 rx.discard();
                 return;
             }
+        }
+        // A lingering connection takes no new work: it leaves a probe of its peer
+        // unanswered, as if it had gone (spec [MR-CONN-14], [MR-CONN-16]).
+        if found.as_ref().is_some_and(|c| c.is_lingering())
+            && Self::is_control(&h, rx.payload(), ControlCode::Open)
+        {
+            self.stats.rx_linger_probes.fetch_add(1, Relaxed);
+            rx.discard();
+            return;
         }
         if let Some(c) = found.as_ref() {
             // What the core would refuse takes no inbox slot either: `dst_conn` 0
@@ -302,11 +311,10 @@ impl Engine {
         }
     }
 
-    /// Whether the datagram whose header is `h` is a CLOSE (of a connection that has
-    /// gone, or goes: no sign of a restart).
-    fn is_close(h: &Header, datagram: &[u8]) -> bool {
-        h.ty == PacketType::Control as u8
-            && Control::parse(datagram).is_ok_and(|c| c.code == ControlCode::Close)
+    /// Whether the datagram whose header is `h` is a CONTROL packet with `code`: a
+    /// CLOSE (of a connection that has gone, or goes: no sign of a restart), an OPEN.
+    fn is_control(h: &Header, datagram: &[u8], code: ControlCode) -> bool {
+        h.ty == PacketType::Control as u8 && Control::parse(datagram).is_ok_and(|c| c.code == code)
     }
 
     /// A random connection id that no connection of this device uses: ids are

@@ -7,8 +7,9 @@
 //! as its last receive completes; the peer's last SEND would fail with a retry error).
 //!
 //! A lingering connection is found by its connection id only: no QP binds to it, an
-//! `OPEN` from its peer's address does not reach it, and it does not count among the
-//! device's open connections. It ends when its peer has been quiet for
+//! `OPEN` from its peer's address does not reach it (unless it carries the peer's
+//! known id: a retransmission), a probe of its peer goes unanswered, and it does not
+//! count among the device's open connections. It ends when its peer has been quiet for
 //! [`LINGER_QUIET_NS`], after [`LINGER_MAX_NS`] at most, or when the device needs its
 //! place; the engine's reaper frees it then ([`crate::engine::Engine::reap`]).
 
@@ -67,10 +68,11 @@ impl ConnCtx {
         })
     }
 
-    /// Whether the linger has ended: the engine frees the connection.
+    /// Whether the linger has ended (or the connection closed: its peer sent CLOSE):
+    /// the engine frees the connection.
     pub(crate) fn linger_over(&self) -> bool {
         self.linger_end()
-            .is_some_and(|end| rdma::clock::local_ns() >= end)
+            .is_some_and(|end| self.is_closed() || rdma::clock::local_ns() >= end)
     }
 
     /// In a run: asks the engine to free the connection once its linger has ended, or
@@ -84,7 +86,7 @@ impl ConnCtx {
         if st.dead {
             return None;
         }
-        if rdma::clock::local_ns() >= end {
+        if self.linger_over() {
             dev.data().net().engine().reap();
             return None;
         }
