@@ -458,7 +458,7 @@ impl Engine {
     /// The reaper's work: frees the connections whose linger ended.
     fn free_lingering(&self) {
         let _guard = self.bind_lock.lock();
-        while let Some(c) = self.find_conn(|c| c.is_lingering() && c.linger_over()) {
+        while let Some(c) = self.find_conn(ConnCtx::linger_over) {
             self.retire(&c);
         }
     }

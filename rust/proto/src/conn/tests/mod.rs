@@ -188,6 +188,15 @@ fn write(id: u64, len: u32, rkey: u32) -> WorkRequest {
     }
 }
 
+fn send(id: u64, len: u32) -> WorkRequest {
+    WorkRequest {
+        wr_id: id,
+        opcode: Opcode::Send,
+        len,
+        ..Default::default()
+    }
+}
+
 fn hdr(p: &[u8]) -> Header {
     *Packet::new_checked(p).unwrap().header()
 }

@@ -106,13 +106,7 @@ fn a_closed_qp_acknowledges_the_retransmission_of_what_it_received() {
     let qp = n.c[0].open_qp(1, 2).unwrap();
     let rq = n.c[1].open_qp(2, 1).unwrap();
     n.c[1].post_recv(rq, 50, 4096).unwrap();
-    let send = |id| WorkRequest {
-        wr_id: id,
-        opcode: Opcode::Send,
-        len: 100,
-        ..Default::default()
-    };
-    n.c[0].post_send(qp, send(1)).unwrap();
+    n.c[0].post_send(qp, send(1, 100)).unwrap();
     let data = n.out(0);
     n.deliver(1, &data);
     // The receive completes and the application destroys its QP at once
@@ -147,7 +141,7 @@ fn a_closed_qp_acknowledges_the_retransmission_of_what_it_received() {
         (1, 1, WcStatus::Success)
     );
     // A request the closed QP never received is dropped, unacknowledged.
-    n.c[0].post_send(qp, send(2)).unwrap();
+    n.c[0].post_send(qp, send(2, 100)).unwrap();
     let new = n.out(0);
     n.deliver(1, &new);
     assert_eq!(n.c[1].stats().rx_no_qp, 1);
@@ -455,13 +449,7 @@ fn the_first_request_is_reported_once_before_its_completion() {
     let rq = n.c[1].open_qp(2, 1).unwrap();
     assert_eq!(n.events(1), []);
     n.c[1].post_recv(rq, 7, 64).unwrap();
-    let send = |id| WorkRequest {
-        wr_id: id,
-        opcode: Opcode::Send,
-        len: 16,
-        ..Default::default()
-    };
-    n.c[0].post_send(qp, send(1)).unwrap();
+    n.c[0].post_send(qp, send(1, 16)).unwrap();
     n.settle();
     let ev = n.events(1);
     assert!(
@@ -471,7 +459,7 @@ fn the_first_request_is_reported_once_before_its_completion() {
     );
     // Later requests, refused ones too, raise no second event.
     n.c[1].post_recv(rq, 8, 64).unwrap();
-    n.c[0].post_send(qp, send(2)).unwrap();
+    n.c[0].post_send(qp, send(2, 16)).unwrap();
     n.c[0].post_send(qp, write(3, 16, 0xBAD)).unwrap();
     n.settle();
     let ev = n.events(1);
