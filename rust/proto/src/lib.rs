@@ -37,7 +37,7 @@
 #![forbid(unsafe_code)]
 #![deny(missing_docs)]
 // pin_init's `init!` (a macro_rules macro in the crates.io copy) recurses once per field.
-#![recursion_limit = "256"]
+#![recursion_limit = "512"]
 
 pub mod cc;
 mod conn;

@@ -222,6 +222,9 @@ pub struct Connection<C: CongestionControl = Aimd, S: QpStore = QpArray> {
     peer_hint_bps: u64,
     conn_rtt: crate::path::RttEstimator,
     next_send_at: Instant,
+    /// The pacing interval of the last packet sent: how far behind the pacing
+    /// clock a late run may be and keep its schedule.
+    pace_interval_ns: u64,
     /// `poll_transmit` held data back for pacing.
     paced: bool,
     consecutive_rto: u32,
@@ -333,6 +336,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
             peer_hint_bps: 0,
             conn_rtt: Default::default(),
             next_send_at: now,
+            pace_interval_ns: 0,
             paced: false,
             consecutive_rto: 0,
             rto_run_since: Instant::ZERO,
@@ -389,6 +393,7 @@ impl<C: CongestionControl, S: QpStore> Connection<C, S> {
         self.peer_hint_bps = 0;
         self.conn_rtt = Default::default();
         self.next_send_at = now;
+        self.pace_interval_ns = 0;
         self.paced = false;
         self.consecutive_rto = 0;
         self.rto_run_since = Instant::ZERO;

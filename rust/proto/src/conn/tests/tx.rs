@@ -276,3 +276,30 @@ fn late_runs_keep_the_hinted_rate() {
     c.pace(idle, 1000);
     assert!(c.next_send_at > idle, "one packet, then the hinted rate");
 }
+
+// spec: MR-CC-11
+#[test]
+fn a_fast_sender_held_to_a_lower_hint_gets_no_credit_for_its_idle_time() {
+    let mut cfg = Config::new(0x11);
+    cfg.paths = 1;
+    cfg.mtu = 1024;
+    cfg.peer_conn_id = 0x22;
+    let mut c = fresh(cfg, 3);
+    // 1000-byte packets every microsecond, then a hint of one per millisecond
+    // that arrives while the sender is idle for 1.5 ms: less than two packets'
+    // time at the new rate, many at the old.
+    c.peer_hint_bps = 1_000_000_000;
+    let mut now = c.next_send_at;
+    for _ in 0..10 {
+        c.pace(now, 1000);
+        now = c.next_send_at;
+    }
+    c.peer_hint_bps = 1_000_000;
+    let resumed = now.add_nanos(1_500_000);
+    c.pace(resumed, 1000);
+    assert!(
+        c.next_send_at.nanos_since(resumed) >= 1_000_000 - cfg.pacing_burst_ns,
+        "the second packet waits for the hinted rate: {} ns",
+        c.next_send_at.nanos_since(resumed)
+    );
+}
