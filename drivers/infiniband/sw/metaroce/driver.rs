@@ -25,6 +25,9 @@ pub(crate) const MAX_PD: u32 = 65536;
 pub(crate) const MAX_RD_ATOMIC: u32 = 128;
 pub(crate) const MAX_AH: u32 = 65536;
 pub(crate) const MAX_SRQ: u32 = 16384;
-pub(crate) const GID_TABLE_LEN: u32 = 1024;
+/// GID entries per port: one per address of the netdev (RoCE v2 only), as many as a
+/// ConnectX RoCE port's. The RDMA core makes sysfs files for every entry when a device
+/// registers.
+pub(crate) const GID_TABLE_LEN: u32 = 256;
 /// The IEEE vendor id of a device without an OUI, as rdma_rxe reports it.
 pub(crate) const VENDOR_ID: u32 = 0xff_ffff;
