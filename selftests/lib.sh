@@ -71,16 +71,24 @@ kernel_splat() {
 # fail MESSAGE: prints why a test fails and returns KSFT_FAIL.
 fail() { ktap_print_msg "FAIL: $*"; return $KSFT_FAIL; }
 
-# counter DEV NAME: a port counter, as `rdma statistic show link` prints it.
+# counter DEV NAME: a port counter, as `rdma statistic show link` prints it, read from
+# sysfs's copy (udp_tunnel.sh checks that they agree): under TCG every program started
+# costs about 0.1 s, and the four of `rdma statistic | tr | grep | tail` added up to
+# minutes over the suite.
 counter() {
-	rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
+	local v
+	if read -r v 2>/dev/null < "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; then
+		echo "$v"
+	else
+		rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
+	fi
 }
 
 # slab_kib: the kernel's slab memory (reclaimable and not) in KiB.
 slab_kib() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
 
 # listening NS PORT: a TCP socket listens on PORT in namespace NS.
-listening() { ip netns exec "$1" ss -Htln "sport = :$2" | grep -q .; }
+listening() { [ -n "$(ss -N "$1" -Htln "sport = :$2")" ]; }
 
 # cm_listeners: how many rdma_cm IDs listen on any device.
 cm_listeners() { rdma resource show cm_id 2>/dev/null | grep -c "state LISTEN"; }
@@ -102,16 +110,24 @@ no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0
 # no_conn DEV: DEV holds no connection.
 no_conn() { [ "$(counter "$1" conns_open)" -eq 0 ]; }
 
+# now_ms: the wall clock in milliseconds, without starting a program.
+now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); }
+
+# nap SECONDS: sleeps without starting a program: a read that times out on a pipe
+# nobody writes to.
+exec {NAP_FD}<> <(:)
+nap() { read -rt "$1" -u "$NAP_FD"; :; }
+
 # busywait TIMEOUT_MS COMMAND...: retries COMMAND until it succeeds or time runs out.
 busywait() {
 	local timeout_ms=$1; shift
-	local start now
-	start=$(date +%s%3N)
+	local t=${EPOCHREALTIME//[!0-9]/} end
+	end=$((10#$t / 1000 + timeout_ms))
 	while true; do
 		"$@" && return 0
-		now=$(date +%s%3N)
-		[ $((now - start)) -ge "$timeout_ms" ] && return 1
-		sleep 0.1
+		t=${EPOCHREALTIME//[!0-9]/}
+		[ $((10#$t / 1000)) -ge "$end" ] && return 1
+		nap 0.1
 	done
 }
 
@@ -207,11 +223,40 @@ py_run() {
 	return 0
 }
 
-# gid_index NS DEV ADDR: index of DEV's IPv4-mapped GID for ADDR (RoCE v2).
-gid_index() {
-	ip netns exec "$1" ibv_devinfo -v -d "$2" |
-		sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*::ffff:$3,.*/\1/p" | head -1
+# gid_text ADDR: the GID of ADDR (IPv4-mapped for an IPv4 address) as sysfs prints it.
+gid_text() {
+	local a b c d head=$1 tail='' h=() t=() g x out=() n
+	if [[ $1 != *:* ]]; then
+		IFS=. read -r a b c d <<< "$1"
+		printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
+		return
+	fi
+	[[ $1 == *::* ]] && { head=${1%%::*}; tail=${1#*::}; }
+	[ -n "$head" ] && IFS=: read -ra h <<< "$head"
+	[ -n "$tail" ] && IFS=: read -ra t <<< "$tail"
+	for g in "${h[@]}"; do printf -v x %04x "0x$g"; out+=("$x"); done
+	for ((n = ${#h[@]} + ${#t[@]}; n < 8; n++)); do out+=(0000); done
+	for g in "${t[@]}"; do printf -v x %04x "0x$g"; out+=("$x"); done
+	local IFS=:
+	echo "${out[*]}"
 }
+
+# gid_index_of DEV ADDR: DEV's first GID index for ADDR (IPv4 or IPv6), from sysfs with
+# builtins only (ibv_devinfo -v prints the whole table: seconds under TCG, and an
+# incast starts 8 clients while the first ones already run). A device with a few
+# addresses has them at its first indices: those first.
+gid_index_of() {
+	local want f g
+	want=$(gid_text "$2")
+	for f in /sys/class/infiniband/"$1"/ports/1/gids/{0..31} /sys/class/infiniband/"$1"/ports/1/gids/*; do
+		read -r g 2>/dev/null < "$f" && [ "$g" = "$want" ] && { echo "${f##*/}"; return 0; }
+	done
+	return 1
+}
+
+# gid_index NS DEV ADDR: index of DEV's IPv4-mapped GID for IPv4 ADDR (the GID table
+# is the device's, whichever namespace NS it is in).
+gid_index() { gid_index_of "$2" "$3"; }
 
 delete_pair() {
 	rdma link del mroce0 && rdma link del mroce1
@@ -219,8 +264,8 @@ delete_pair() {
 
 # Waits until both GID tables hold their IPv4-mapped GID (the RDMA core adds it).
 wait_pair_gids() {
-	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '::ffff:198.18.0.1'" || return 1
-	busywait 10000 sh -c "ip netns exec $NSB ibv_devinfo -v -d mroce1 | grep -q '::ffff:198.18.0.2'"
+	busywait 10000 gid_index_of mroce0 198.18.0.1 >/dev/null &&
+		busywait 10000 gid_index_of mroce1 198.18.0.2 >/dev/null
 }
 
 # Removes every device the tests create and their namespaces (an EXIT trap).

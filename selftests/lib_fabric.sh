@@ -63,40 +63,60 @@ fab_addr() {
 # fab_dev PLANE SIDE I: the RDMA device of a host (mrs1, mrd1, rxs1, ...).
 fab_dev() { echo "$1$2$3"; }
 
-# fab_hostlink NS ROUTER RNAME PLANE SIDE I: the host's netdev PLANE"0" in NS to
-# RNAME on ROUTER, both ends addressed, a default route per plane.
-fab_hostlink() {
-	local ns=$1 r=$2 rname=$3 plane=$4 side=$5 i=$6 net
-	case $plane$side in mrs) net=1;; mrd) net=2;; rxs) net=11;; rxd) net=12;; esac
-	ip link add "${plane}0" netns "$ns" type veth peer name "$rname" netns "$r" || return 1
-	ip -n "$ns" addr add "10.$net.$i.1/24" dev "${plane}0"
-	ip -n "$ns" addr add "fd00:$net:$i::1/64" dev "${plane}0" nodad
-	ip -n "$r" addr add "10.$net.$i.254/24" dev "$rname"
-	ip -n "$r" addr add "fd00:$net:$i::fe/64" dev "$rname" nodad
-	ip -n "$ns" link set "${plane}0" mtu "$FABRIC_MTU" up
-	ip -n "$r" link set "$rname" mtu "$FABRIC_MTU" up
-	# The far side's planes, through this host's router.
-	local far
-	case $plane$side in mrs) far=2;; mrd) far=1;; rxs) far=12;; rxd) far=11;; esac
-	ip -n "$ns" route add "10.$far.0.0/16" via "10.$net.$i.254" dev "${plane}0" || return 1
-	ip -n "$ns" -6 route add "fd00:$far::/32" via "fd00:$net:$i::fe" dev "${plane}0" || return 1
+# Under TCG every program started costs about 0.1 s, and a fabric is some 150 ip and
+# tc commands: they are queued per namespace (fab_queue) and each namespace's run in one
+# `ip -batch` (fab_flush). A namespace of "-" is the VM's own.
+declare -gA FAB_IPQ=()
+fab_queue() { local ns=$1; shift; FAB_IPQ[$ns]+="$*"$'\n'; }
+fab_flush() {
+	local ns
+	if [ -n "${FAB_IPQ[-]:-}" ]; then
+		ip -batch - <<< "${FAB_IPQ[-]}" || return 1
+		unset 'FAB_IPQ[-]'
+	fi
+	for ns in "${!FAB_IPQ[@]}"; do
+		ip -n "$ns" -batch - <<< "${FAB_IPQ[$ns]}" || return 1
+	done
+	FAB_IPQ=()
 }
 
-# fab_shape NS DEV: the link's qdisc: tbf at $FABRIC_RATE, $FABRIC_AQM under it.
-# The burst is about 2 ms at the rate (at least 2 full frames).
-fab_shape() {
-	local ns=$1 dev=$2 parent=${3:-root} handle=${4:-1:} burst
-	burst=$(fab_burst)
-	tc -n "$ns" qdisc add dev "$dev" $parent handle "$handle" tbf rate "$FABRIC_RATE" \
-		burst "$burst" latency 200ms || return 1
-	# shellcheck disable=SC2086 # FABRIC_AQM is a qdisc and its arguments
-	tc -n "$ns" qdisc add dev "$dev" parent "${handle%:}:1" handle "${handle%:}0:" $FABRIC_AQM
+# fab_hostlink NS ROUTER RNAME PLANE SIDE I: queues the host's netdev PLANE"0" in NS to
+# RNAME on ROUTER, both ends addressed, a default route per plane.
+fab_hostlink() {
+	local ns=$1 r=$2 rname=$3 plane=$4 side=$5 i=$6 net far
+	case $plane$side in mrs) net=1;; mrd) net=2;; rxs) net=11;; rxd) net=12;; esac
+	# The far side's planes, through this host's router.
+	case $plane$side in mrs) far=2;; mrd) far=1;; rxs) far=12;; rxd) far=11;; esac
+	fab_queue - link add "${plane}0" netns "$ns" type veth peer name "$rname" netns "$r"
+	fab_queue "$ns" addr add "10.$net.$i.1/24" dev "${plane}0"
+	fab_queue "$ns" addr add "fd00:$net:$i::1/64" dev "${plane}0" nodad
+	fab_queue "$ns" link set "${plane}0" mtu "$FABRIC_MTU" up
+	fab_queue "$ns" route add "10.$far.0.0/16" via "10.$net.$i.254" dev "${plane}0"
+	fab_queue "$ns" route add "fd00:$far::/32" via "fd00:$net:$i::fe" dev "${plane}0"
+	fab_queue "$r" addr add "10.$net.$i.254/24" dev "$rname"
+	fab_queue "$r" addr add "fd00:$net:$i::fe/64" dev "$rname" nodad
+	fab_queue "$r" link set "$rname" mtu "$FABRIC_MTU" up
 }
+
+# fab_shape_cmds DEV [PARENT HANDLE]: the tc commands of the link's qdisc: tbf at
+# $FABRIC_RATE, $FABRIC_AQM under it. The burst is about 2 ms at the rate (at least 2
+# full frames).
+fab_shape_cmds() {
+	local dev=$1 parent=${2:-root} handle=${3:-1:}
+	echo "qdisc add dev $dev $parent handle $handle tbf rate $FABRIC_RATE burst $(fab_burst) latency 200ms"
+	echo "qdisc add dev $dev parent ${handle%:}:1 handle ${handle%:}0: $FABRIC_AQM"
+}
+
+# fab_shape NS DEV [PARENT HANDLE]: puts that qdisc on DEV in NS.
+fab_shape() { local ns=$1; shift; tc -n "$ns" -batch - <<< "$(fab_shape_cmds "$@")"; }
 
 # fab_burst: the shaper's bucket in bytes, $FABRIC_BURST_MS of the rate (3 MTUs at least).
 fab_burst() {
-	fab_rate_bps | awk -v m="$FABRIC_MTU" -v ms="$FABRIC_BURST_MS" \
-		'{ b = $1 / 8 * ms / 1000; if (b < 3 * m) b = 3 * m; printf "%d", b }'
+	local bps b
+	bps=$(fab_rate_bps)
+	b=$((bps / 8 * FABRIC_BURST_MS / 1000))
+	[ "$b" -ge $((3 * FABRIC_MTU)) ] || b=$((3 * FABRIC_MTU))
+	echo "$b"
 }
 
 # fabric_set_burst MS: every link's shaper bucket (both ends) to MS milliseconds of the
@@ -113,11 +133,18 @@ fabric_set_burst() {
 	done
 }
 
-# fab_rate_bps: $FABRIC_RATE in bit/s (tc units: kbit, mbit, gbit).
+# fab_rate_bps: $FABRIC_RATE in bit/s (tc units: kbit, mbit, gbit; whole numbers, or
+# awk reads it).
 fab_rate_bps() {
-	echo "$FABRIC_RATE" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
-		m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-		printf "%d\n", v * m }'
+	local v=${FABRIC_RATE%%[!0-9]*} u=${FABRIC_RATE##*[0-9]}
+	if [ "$v$u" != "$FABRIC_RATE" ]; then
+		echo "$FABRIC_RATE" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
+			m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
+			printf "%d\n", v * m }'
+		return
+	fi
+	case ${u,,} in kbit) echo $((v * 1000));; mbit) echo $((v * 1000000));;
+	gbit) echo $((v * 1000000000));; *) echo "$v";; esac
 }
 
 # fab_sysctls NS: forwarding, multipath hashing, no reverse-path filter.
@@ -141,23 +168,26 @@ fabric_up() {
 	setup_ns FABNS_r1 FABNS_r2 FABNS_d1 || return 1
 	for i in $(seq "$n"); do setup_ns "FABNS_s$i" || return 1; done
 	fab_sysctls "$FABNS_r1" && fab_sysctls "$FABNS_r2" || return 1
+	local r1tc="" r2tc=""
 	for i in $(seq "$k"); do
-		ip link add "l$i" netns "$FABNS_r1" type veth peer name "l$i" netns "$FABNS_r2" || return 1
-		ip -n "$FABNS_r1" addr add "10.0.$i.1/24" dev "l$i"
-		ip -n "$FABNS_r2" addr add "10.0.$i.2/24" dev "l$i"
-		ip -n "$FABNS_r1" addr add "fd00:0:$i::1/64" dev "l$i" nodad
-		ip -n "$FABNS_r2" addr add "fd00:0:$i::2/64" dev "l$i" nodad
-		ip -n "$FABNS_r1" link set "l$i" mtu "$FABRIC_MTU" up
-		ip -n "$FABNS_r2" link set "l$i" mtu "$FABRIC_MTU" up
-		fab_shape "$FABNS_r1" "l$i" && fab_shape "$FABNS_r2" "l$i" ||
-			{ echo "fabric_up: shaping l$i failed" >&2; return 1; }
+		fab_queue - link add "l$i" netns "$FABNS_r1" type veth peer name "l$i" netns "$FABNS_r2"
+		fab_queue "$FABNS_r1" addr add "10.0.$i.1/24" dev "l$i"
+		fab_queue "$FABNS_r2" addr add "10.0.$i.2/24" dev "l$i"
+		fab_queue "$FABNS_r1" addr add "fd00:0:$i::1/64" dev "l$i" nodad
+		fab_queue "$FABNS_r2" addr add "fd00:0:$i::2/64" dev "l$i" nodad
+		fab_queue "$FABNS_r1" link set "l$i" mtu "$FABRIC_MTU" up
+		fab_queue "$FABNS_r2" link set "l$i" mtu "$FABRIC_MTU" up
+		r1tc+=$(fab_shape_cmds "l$i")$'\n' r2tc+=$(fab_shape_cmds "l$i")$'\n'
 	done
 	for plane in mr rx; do
 		for i in $(seq "$n"); do
-			fab_hostlink "$(fab_ns "s$i")" "$FABNS_r1" "h$i$plane" "$plane" s "$i" || return 1
+			fab_hostlink "$(fab_ns "s$i")" "$FABNS_r1" "h$i$plane" "$plane" s "$i"
 		done
-		fab_hostlink "$FABNS_d1" "$FABNS_r2" "d1$plane" "$plane" d 1 || return 1
+		fab_hostlink "$FABNS_d1" "$FABNS_r2" "d1$plane" "$plane" d 1
 	done
+	fab_flush || { echo "fabric_up: ip failed" >&2; return 1; }
+	tc -n "$FABNS_r1" -batch - <<< "$r1tc" && tc -n "$FABNS_r2" -batch - <<< "$r2tc" ||
+		{ echo "fabric_up: shaping the links failed" >&2; return 1; }
 	# ECMP routes to the far hosts' planes, every link a next hop, both families.
 	fabric_use_links "$k" || return 1
 	# The RDMA devices.
@@ -190,34 +220,7 @@ fabric_up() {
 }
 
 # fab_has_gids DEV ADDR4 ADDR6: DEV's GID table holds both addresses.
-fab_has_gids() {
-	local gids
-	gids=$(cat /sys/class/infiniband/"$1"/ports/1/gids/* 2>/dev/null)
-	echo "$gids" | grep -q "$(fab_gid4 "$2")" && echo "$gids" | grep -q "$(fab_gid6 "$3")"
-}
-
-# fab_gid4 ADDR / fab_gid6 ADDR: the GID as sysfs prints it.
-fab_gid4() {
-	local a b c d
-	IFS=. read -r a b c d <<< "$1"
-	printf '0000:0000:0000:0000:0000:ffff:%02x%02x:%02x%02x\n' "$a" "$b" "$c" "$d"
-}
-fab_gid6() {
-	/usr/bin/python3 -c 'import ipaddress, sys
-h = ipaddress.IPv6Address(sys.argv[1]).exploded.replace(":", "")
-print(":".join(h[i:i + 4] for i in range(0, 32, 4)))' "$1"
-}
-
-# fabric_gid_index DEV ADDR: DEV's GID index for ADDR (IPv4 or IPv6).
-fabric_gid_index() {
-	local want f g
-	case $2 in *:*) want=$(fab_gid6 "$2");; *) want=$(fab_gid4 "$2");; esac
-	# Builtins only: an incast starts 8 clients while the first ones already run.
-	for f in /sys/class/infiniband/"$1"/ports/1/gids/*; do
-		read -r g 2>/dev/null < "$f" && [ "$g" = "$want" ] && { echo "${f##*/}"; return 0; }
-	done
-	return 1
-}
+fab_has_gids() { gid_index_of "$1" "$2" >/dev/null && gid_index_of "$1" "$3" >/dev/null; }
 
 # fabric_link_impair I ARGS...: netem ARGS (loss, delay, rate...) on both ends of link
 # I, the shaper and its marking queue under it; r1's end (the data direction) first.
@@ -258,10 +261,9 @@ fabric_link_clear() {
 # timing path that runs during a transfer starts none but tc: r1's link counters come
 # from /proc/PID/net/dev of a process parked in r1's namespace ($FABRIC_R1PID; procfs
 # shows the reader's view of that process's namespace, unlike sysfs), sleeps are
-# `read -t` on a FIFO (fabric_nap SECONDS).
+# lib.sh's nap (fabric_nap SECONDS).
 FABRIC_R1PID=
-exec {FABRIC_SLEEPFD}<> <(:)
-fabric_nap() { read -rt "$1" -u "$FABRIC_SLEEPFD"; :; }
+fabric_nap() { nap "$1"; }
 
 # fabric_r1_park: parks a process in r1's namespace for fabric_r1_tx (once per fabric;
 # fabric_down ends it).
@@ -403,7 +405,7 @@ fabric_perf_server() {
 	local plane=$1 fam=$2 port=$3 out=$4 tool=$5; shift 5
 	local sdev sg
 	sdev=$(fab_dev "$plane" d 1)
-	sg=$(fabric_gid_index "$sdev" "$(fab_addr "$plane" d 1 "$fam")") || return 1
+	sg=$(gid_index_of "$sdev" "$(fab_addr "$plane" d 1 "$fam")") || return 1
 	ip netns exec "$FABNS_d1" timeout "${FABRIC_PERF_TIMEOUT:-120}" "$tool" -d "$sdev" -x "$sg" \
 		-p "$port" -F "$@" > "$out" 2>&1 &
 	FABRIC_PIDS+=($!)
@@ -411,7 +413,7 @@ fabric_perf_server() {
 
 # fabric_perf_listening PORT: waits (20 s at most) for a server's TCP port on d1.
 fabric_perf_listening() {
-	busywait 20000 sh -c "ip netns exec $FABNS_d1 ss -Hltn 'sport = :$1' | grep -q ." ||
+	busywait 20000 listening "$FABNS_d1" "$1" ||
 		{ echo "fabric_perf: no server listens on port $1" >&2; return 1; }
 }
 
@@ -420,7 +422,7 @@ fabric_perf_client() {
 	local plane=$1 i=$2 fam=$3 port=$4 out=$5 tool=$6; shift 6
 	local cdev cg
 	cdev=$(fab_dev "$plane" s "$i")
-	cg=$(fabric_gid_index "$cdev" "$(fab_addr "$plane" s "$i" "$fam")") || return 1
+	cg=$(gid_index_of "$cdev" "$(fab_addr "$plane" s "$i" "$fam")") || return 1
 	ip netns exec "$(fab_ns "s$i")" timeout "${FABRIC_PERF_TIMEOUT:-120}" "$tool" -d "$cdev" \
 		-x "$cg" -p "$port" -F "$@" "$(fab_addr "$plane" d 1 4)" > "$out" 2>&1 &
 	FABRIC_PIDS+=($!)
@@ -449,13 +451,14 @@ fabric_use_links() {
 		nh6r2+=" nexthop via fd00:0:$i::1 dev l$i"
 	done
 	for t in 2 12; do
-		ip -n "$FABNS_r1" route replace "10.$t.0.0/16" $nh4r1 || return 1
-		ip -n "$FABNS_r1" -6 route replace "fd00:$t::/32" $nh6r1 || return 1
+		fab_queue "$FABNS_r1" route replace "10.$t.0.0/16" $nh4r1
+		fab_queue "$FABNS_r1" route replace "fd00:$t::/32" $nh6r1
 	done
 	for t in 1 11; do
-		ip -n "$FABNS_r2" route replace "10.$t.0.0/16" $nh4r2 || return 1
-		ip -n "$FABNS_r2" -6 route replace "fd00:$t::/32" $nh6r2 || return 1
+		fab_queue "$FABNS_r2" route replace "10.$t.0.0/16" $nh4r2
+		fab_queue "$FABNS_r2" route replace "fd00:$t::/32" $nh6r2
 	done
+	fab_flush
 }
 
 # fabric_udp_link SPORT DPORT I [PLANE]: the link r1 routes a UDP flow from sender sI's

@@ -34,12 +34,6 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# gid6_index DEV ADDR: index of DEV's GID for the IPv6 address ADDR.
-gid6_index() {
-	ip netns exec "$NSL" ibv_devinfo -v -d "$1" |
-		sed -n "s/^[[:space:]]*GID\[ *\([0-9]*\)\]:[[:space:]]*$2,.*/\1/p" | head -1
-}
-
 setup() {
 	load_metaroce || return 1
 	setup_ns NSL || return 1
@@ -56,11 +50,11 @@ setup() {
 	ip netns exec "$NSL" sh -c 'for i in all vethA vethB; do sysctl -qw net.ipv4.conf.$i.accept_local=1; done'
 	ip netns exec "$NSL" rdma link add mroce0 type metaroce netdev vethA || return 1
 	ip netns exec "$NSL" rdma link add mroce1 type metaroce netdev vethB || return 1
-	busywait 10000 sh -c "ip netns exec $NSL ibv_devinfo -v -d mroce0 | grep -q '$IP6A,'" || return 1
-	busywait 10000 sh -c "ip netns exec $NSL ibv_devinfo -v -d mroce1 | grep -q '$IP6B,'" || return 1
+	busywait 10000 gid_index_of mroce0 $IP6A >/dev/null || return 1
+	busywait 10000 gid_index_of mroce1 $IP6B >/dev/null || return 1
 	GA=$(gid_index "$NSL" mroce0 $IPA)
 	GB=$(gid_index "$NSL" mroce1 $IPB)
-	G6A=$(gid6_index mroce0 $IP6A)
+	G6A=$(gid_index_of mroce0 $IP6A)
 	[ -n "$GA" ] && [ -n "$GB" ] && [ -n "$G6A" ]
 }
 

@@ -68,11 +68,11 @@ setup() {
 		ns=NS$i
 		ip netns exec "${!ns}" rdma link add "mroce$i" type metaroce netdev "veth$i" || return 1
 	done
-	busywait 10000 sh -c "ip netns exec $NSR ibv_devinfo -v -d mroce0 | grep -q '::ffff:$IPR'" || return 1
+	busywait 10000 gid_index_of mroce0 $IPR >/dev/null || return 1
 	GR=$(gid_index "$NSR" mroce0 $IPR)
 	for i in 1 2 3; do
 		ns=NS$i
-		busywait 10000 sh -c "ip netns exec ${!ns} ibv_devinfo -v -d mroce$i | grep -q '::ffff:$(ip_of $i)'" || return 1
+		busywait 10000 gid_index_of "mroce$i" "$(ip_of $i)" >/dev/null || return 1
 		eval "G$i=$(gid_index "${!ns}" "mroce$i" "$(ip_of $i)")"
 	done
 	echo "$CAP_MBPS" > $PARAMS/rx_capacity_mbps || return 1

@@ -136,7 +136,7 @@ fi
 load_metaroce
 setup_ns NSA NSB && veth_pair "$NSA" "$NSB" &&
 	ip netns exec "$NSA" rdma link add mroce0 type metaroce netdev vethA &&
-	busywait 10000 sh -c "ip netns exec $NSA ibv_devinfo -v -d mroce0 | grep -q '::ffff:$IPA'" ||
+	busywait 10000 gid_index_of mroce0 $IPA >/dev/null ||
 	{ ktap_print_msg "setup failed"; exit $KSFT_FAIL; }
 GA=$(gid_index "$NSA" mroce0 $IPA)
 
