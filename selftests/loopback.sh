@@ -12,8 +12,9 @@
 # (ns_rx_no_device, what broken loopback shows), that the devices exchanged
 # datagrams (rx_packets), that they did not go out of the veth links (routed through
 # the sender's netdev, two devices' datagrams would cross the veth pair, which
-# accept_local lets through) and, for the short exchanges, that no retransmission
-# timer fired (rto_expired: broken loopback makes every RC QP time out).
+# accept_local lets through) and, for the short exchanges, that retransmission timers
+# fired for at most 1 in 50 datagrams (rto_expired: broken loopback makes every RC
+# exchange time out).
 
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 . "$(dirname "${BASH_SOURCE[0]}")/perftest.sh"
@@ -75,8 +76,8 @@ snap() {
 }
 
 # checked [rto] [dev1]: after a run, no datagram went unclaimed and some were received;
-# with "rto", no retransmission timeout either; with "dev1", mroce1 received (the
-# second device took part) as well as mroce0.
+# with "rto", retransmission timeouts for at most 1 in 50 datagrams; with "dev1",
+# mroce1 received (the second device took part) as well as mroce0.
 checked() {
 	local nodev rto rx a w
 	nodev=$(counter mroce0 ns_rx_no_device)
@@ -93,7 +94,12 @@ checked() {
 	[ "$w" -le 20 ] || { fail "$w packets went out of the veth links"; return; }
 	for a in "$@"; do
 		case $a in
-		rto) [ "$rto" -eq "$RTO0" ] || { fail "$((rto - RTO0)) retransmission timeouts (rto_expired)"; return; };;
+		# A QP's first requests can beat its peer to RTR (dropped, then sent
+		# again, on any RC device), and a slow emulation delays an ACK past the
+		# RTO now and then: 1 timeout in 50 datagrams is what broken loopback
+		# cannot show, whose every exchange times out.
+		rto) [ $(((rto - RTO0) * 50)) -le $((rx - RX0)) ] ||
+			{ fail "$((rto - RTO0)) retransmission timeouts (rto_expired) for $((rx - RX0)) datagrams"; return; };;
 		dev1)
 			[ "$(counter mroce1 rx_packets)" -gt "$RXB0" ] || { fail "mroce1 received nothing"; return; }
 			[ "$(counter mroce0 rx_packets)" -gt "$RXA0" ] || { fail "mroce0 received nothing"; return; }
