@@ -14,12 +14,13 @@
 # that a fresh ping-pong with content checks works afterwards, and that the kernel log
 # shows no splat.
 #
-#   FAULT_ROUNDS=N rounds of each fault (default 2: one under each program).
+#   FAULT_ROUNDS=N rounds of each fault (default 1, under the program named first for
+#   it; 2 runs it under both. CI's 90 minutes hold one.)
 
 . "$(dirname "$0")/lib.sh"
 . "$(dirname "$0")/perftest.sh"
 
-: "${FAULT_ROUNDS:=2}"
+: "${FAULT_ROUNDS:=1}"
 MROCE_TYPE=metaroce IPA=198.18.0.1 IPB=198.18.0.2 TO=180 PORT=19500
 LOG=$(mktemp -d)
 trap perftest_cleanup EXIT
@@ -90,15 +91,17 @@ healthy() {
 	pair ibv_rc_pingpong -s 4096 -n 50 -c >/dev/null || { fail "ping-pong after the fault"; return 1; }
 }
 
-# fault_rounds NAME: FAULT_ROUNDS rounds of fault_NAME under ib_write_bw (odd rounds) and
-# under ibv_rc_pingpong -c with 64 KiB messages (even rounds). fault_NAME sets SURVIVORS,
-# the ib_write_bw programs that must end by themselves.
+# fault_rounds NAME FIRST: FAULT_ROUNDS rounds of fault_NAME, alternately under
+# ib_write_bw and under ibv_rc_pingpong -c with 64 KiB messages, FIRST (write_bw or
+# pingpong) first. fault_NAME sets SURVIVORS, the ib_write_bw programs that must end by
+# themselves.
 fault_rounds() {
-	local name=$1 round t0 t1 times=()
+	local name=$1 first=$2 round t0 t1 times=()
 	cleanup_devices_and_ns
 	perftest_setup || { fail "setup failed"; return; }
 	for round in $(seq "$FAULT_ROUNDS"); do
 		local write_bw=$((round % 2))
+		[ "$first" = write_bw ] || write_bw=$((1 - write_bw))
 		if [ $write_bw = 1 ]; then
 			start_traffic ib_write_bw -s 65536 -D 20 || return
 		else
@@ -151,9 +154,9 @@ fault_netns_del() {
 
 ktap_print_header
 ktap_set_plan 5
-ktap_test "rdma link del of the server's device under traffic, $FAULT_ROUNDS times" fault_rounds link_del
-ktap_test "deleting the netdev under traffic, $FAULT_ROUNDS times" fault_rounds netdev_del
-ktap_test "rmmod metaroce under traffic, $FAULT_ROUNDS times" fault_rounds rmmod
-ktap_test "kill -9 of the client under traffic, $FAULT_ROUNDS times" fault_rounds kill
-ktap_test "the client's namespace deleted under its device and traffic, $FAULT_ROUNDS times" fault_rounds netns_del
+ktap_test "rdma link del of the server's device under traffic, $FAULT_ROUNDS times" fault_rounds link_del write_bw
+ktap_test "deleting the netdev under traffic, $FAULT_ROUNDS times" fault_rounds netdev_del pingpong
+ktap_test "rmmod metaroce under traffic, $FAULT_ROUNDS times" fault_rounds rmmod pingpong
+ktap_test "kill -9 of the client under traffic, $FAULT_ROUNDS times" fault_rounds kill write_bw
+ktap_test "the client's namespace deleted under its device and traffic, $FAULT_ROUNDS times" fault_rounds netns_del write_bw
 ktap_finished
