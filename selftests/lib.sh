@@ -134,16 +134,19 @@ busywait() {
 # Loads the RDMA core and metaroce.ko (idempotent).
 load_metaroce() {
 	modprobe -a ib_core ib_uverbs rdma_ucm udp_tunnel ip6_udp_tunnel veth 2>/dev/null
-	lsmod | grep -q '^metaroce ' && return 0
+	metaroce_loaded && return 0
 	# METAROCE_PARAMS: module parameters for every load (e.g. "gro=1 gso=1").
 	# shellcheck disable=SC2086
 	insmod "$METAROCE_KO" ${METAROCE_PARAMS:-}
 }
 
 unload_metaroce() {
-	lsmod | grep -q '^metaroce ' || return 0
+	metaroce_loaded || return 0
 	rmmod metaroce
 }
+
+# metaroce_loaded: the module is loaded (as lsmod would say, without starting it).
+metaroce_loaded() { [ -d /sys/module/metaroce ]; }
 
 # setup_ns VAR...: creates a namespace per VAR with a random suffix, stores its name in
 # VAR and records it for cleanup_all_ns.
@@ -280,7 +283,7 @@ wait_pair_gids() {
 cleanup_devices_and_ns() {
 	local d
 	for d in mroce0 mroce1 mroce2 mroce3 mroce9; do
-		rdma link del "$d" 2>/dev/null
+		[ -e "/sys/class/infiniband/$d" ] && rdma link del "$d" 2>/dev/null
 	done
 	busywait 30000 no_metaroce_sysfs
 	cleanup_all_ns
