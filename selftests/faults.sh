@@ -118,7 +118,7 @@ fault_rounds() {
 		reaped $SRV $CLI || { fail "round $round"; return; }
 		healthy || { fail "round $round"; return; }
 	done
-	ktap_print_msg "$FAULT_ROUNDS rounds; seconds from the fault until ib_write_bw's survivor ended: ${times[*]:-none survives this fault}"
+	ktap_print_msg "rounds: $FAULT_ROUNDS; seconds from the fault until ib_write_bw's survivor ended: ${times[*]:-none survives this fault}"
 	cleanup_devices_and_ns
 	return $KSFT_PASS
 }
@@ -154,9 +154,9 @@ fault_netns_del() {
 
 ktap_print_header
 ktap_set_plan 5
-ktap_test "rdma link del of the server's device under traffic, $FAULT_ROUNDS times" fault_rounds link_del write_bw
-ktap_test "deleting the netdev under traffic, $FAULT_ROUNDS times" fault_rounds netdev_del pingpong
-ktap_test "rmmod metaroce under traffic, $FAULT_ROUNDS times" fault_rounds rmmod pingpong
-ktap_test "kill -9 of the client under traffic, $FAULT_ROUNDS times" fault_rounds kill write_bw
-ktap_test "the client's namespace deleted under its device and traffic, $FAULT_ROUNDS times" fault_rounds netns_del write_bw
+ktap_test "rdma link del of the server's device under traffic (rounds: $FAULT_ROUNDS)" fault_rounds link_del write_bw
+ktap_test "deleting the netdev under traffic (rounds: $FAULT_ROUNDS)" fault_rounds netdev_del pingpong
+ktap_test "rmmod metaroce under traffic (rounds: $FAULT_ROUNDS)" fault_rounds rmmod pingpong
+ktap_test "kill -9 of the client under traffic (rounds: $FAULT_ROUNDS)" fault_rounds kill write_bw
+ktap_test "the client's namespace deleted under its device and traffic (rounds: $FAULT_ROUNDS)" fault_rounds netns_del write_bw
 ktap_finished
