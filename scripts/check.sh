@@ -71,7 +71,11 @@ if run_step "build metaroce.ko" make --no-print-directory modules; then
 		export SELFTESTS_BUDGET=$((${SELFTESTS_TIMEOUT:-4800} - 300))
 		log "VM selftests: ${SELFTESTS_TIMEOUT:-4800} s left before CI's deadline, a budget of $SELFTESTS_BUDGET s"
 	fi
-	run_step "VM selftests" selftests/run.sh
+	vm_log=$(mktemp)
+	run_step "VM selftests" bash -c 'selftests/run.sh | tee "$0"; exit "${PIPESTATUS[0]}"' "$vm_log"
+	skipped=$(sed -n 's/^# skipped for want of time ([^)]*): //p' "$vm_log")
+	[ -z "$skipped" ] || results+=("NOTE VM selftests not run for want of time: $skipped")
+	rm -f "$vm_log"
 else
 	results+=("FAIL VM selftests (not run: no module)")
 fi
@@ -81,7 +85,7 @@ echo "==== make check summary"
 pass=0 fail=0
 for r in "${results[@]}"; do
 	echo "  $r"
-	case $r in PASS*) pass=$((pass + 1));; *) fail=$((fail + 1));; esac
+	case $r in PASS*) pass=$((pass + 1));; NOTE*) ;; *) fail=$((fail + 1));; esac
 done
 echo "check: $pass passed, $fail failed"
 [ $fail -eq 0 ]
