@@ -71,18 +71,17 @@ kernel_splat() {
 # fail MESSAGE: prints why a test fails and returns KSFT_FAIL.
 fail() { ktap_print_msg "FAIL: $*"; return $KSFT_FAIL; }
 
-# counter DEV NAME: a port counter, as `rdma statistic show link` prints it, read from
-# sysfs's copy (udp_tunnel.sh checks that they agree): under TCG every program started
-# costs about 0.1 s, and the four of `rdma statistic | tr | grep | tail` added up to
-# minutes over the suite.
+# counter DEV NAME: a port counter, read from sysfs (udp_tunnel.sh checks that it agrees
+# with rdma_counter): under TCG every program started costs about 0.1 s, and the four
+# of rdma_counter added up to minutes over the suite.
 counter() {
-	local v
-	if read -r v 2>/dev/null < "/sys/class/infiniband/$1/ports/1/hw_counters/$2"; then
-		echo "$v"
-	else
-		rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1
-	fi
+	local v=''
+	read -r v 2>/dev/null < "/sys/class/infiniband/$1/ports/1/hw_counters/$2"
+	echo "$v"
 }
+
+# rdma_counter DEV NAME: the same counter as `rdma statistic show link` prints it.
+rdma_counter() { rdma statistic show link "$1/1" | tr -s ' ' '\n' | grep -A1 -x "$2" | tail -1; }
 
 # slab_kib: the kernel's slab memory (reclaimable and not) in KiB.
 slab_kib() { sed -n 's/^Slab: *\([0-9]*\) kB/\1/p' /proc/meminfo; }
@@ -109,9 +108,6 @@ no_rc_qps() { [ "$(rdma resource show qp 2>/dev/null | grep -c 'type RC')" -eq 0
 
 # no_conn DEV: DEV holds no connection.
 no_conn() { [ "$(counter "$1" conns_open)" -eq 0 ]; }
-
-# now_ms: the wall clock in milliseconds, without starting a program.
-now_ms() { local t=${EPOCHREALTIME//[!0-9]/}; echo $((10#$t / 1000)); }
 
 # nap SECONDS: sleeps without starting a program: a read that times out on a pipe
 # nobody writes to.

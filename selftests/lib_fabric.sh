@@ -98,25 +98,22 @@ fab_hostlink() {
 	fab_queue "$r" link set "$rname" mtu "$FABRIC_MTU" up
 }
 
-# fab_shape_cmds DEV [PARENT HANDLE]: the tc commands of the link's qdisc: tbf at
-# $FABRIC_RATE, $FABRIC_AQM under it. The burst is about 2 ms at the rate (at least 2
-# full frames).
+# fab_shape_cmds DEV BURST [PARENT HANDLE]: the tc commands of the link's qdisc: tbf at
+# $FABRIC_RATE with a bucket of BURST bytes (fab_burst), $FABRIC_AQM under it.
 fab_shape_cmds() {
-	local dev=$1 parent=${2:-root} handle=${3:-1:}
-	echo "qdisc add dev $dev $parent handle $handle tbf rate $FABRIC_RATE burst $(fab_burst) latency 200ms"
+	local dev=$1 burst=$2 parent=${3:-root} handle=${4:-1:}
+	echo "qdisc add dev $dev $parent handle $handle tbf rate $FABRIC_RATE burst $burst latency 200ms"
 	echo "qdisc add dev $dev parent ${handle%:}:1 handle ${handle%:}0: $FABRIC_AQM"
 }
 
 # fab_shape NS DEV [PARENT HANDLE]: puts that qdisc on DEV in NS.
-fab_shape() { local ns=$1; shift; tc -n "$ns" -batch - <<< "$(fab_shape_cmds "$@")"; }
+fab_shape() { local ns=$1 dev=$2; shift 2; tc -n "$ns" -batch - <<< "$(fab_shape_cmds "$dev" "$(fab_burst)" "$@")"; }
 
-# fab_burst: the shaper's bucket in bytes, $FABRIC_BURST_MS of the rate (3 MTUs at least).
+# fab_burst: the shaper's bucket in bytes, $FABRIC_BURST_MS of the rate (3 MTUs at least,
+# so about 2 ms at the default rate).
 fab_burst() {
-	local bps b
-	bps=$(fab_rate_bps)
-	b=$((bps / 8 * FABRIC_BURST_MS / 1000))
-	[ "$b" -ge $((3 * FABRIC_MTU)) ] || b=$((3 * FABRIC_MTU))
-	echo "$b"
+	fab_rate_bps | awk -v m="$FABRIC_MTU" -v ms="$FABRIC_BURST_MS" \
+		'{ b = $1 / 8 * ms / 1000; if (b < 3 * m) b = 3 * m; printf "%d", b }'
 }
 
 # fabric_set_burst MS: every link's shaper bucket (both ends) to MS milliseconds of the
@@ -133,18 +130,11 @@ fabric_set_burst() {
 	done
 }
 
-# fab_rate_bps: $FABRIC_RATE in bit/s (tc units: kbit, mbit, gbit; whole numbers, or
-# awk reads it).
+# fab_rate_bps: $FABRIC_RATE in bit/s (tc units: kbit, mbit, gbit).
 fab_rate_bps() {
-	local v=${FABRIC_RATE%%[!0-9]*} u=${FABRIC_RATE##*[0-9]}
-	if [ "$v$u" != "$FABRIC_RATE" ]; then
-		echo "$FABRIC_RATE" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
-			m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
-			printf "%d\n", v * m }'
-		return
-	fi
-	case ${u,,} in kbit) echo $((v * 1000));; mbit) echo $((v * 1000000));;
-	gbit) echo $((v * 1000000000));; *) echo "$v";; esac
+	echo "$FABRIC_RATE" | awk '{ v = $1 + 0; u = tolower($1); sub(/^[0-9.]+/, "", u)
+		m = u == "kbit" ? 1e3 : u == "mbit" ? 1e6 : u == "gbit" ? 1e9 : 1
+		printf "%d\n", v * m }'
 }
 
 # fab_sysctls NS: forwarding, multipath hashing, no reverse-path filter.
@@ -168,7 +158,8 @@ fabric_up() {
 	setup_ns FABNS_r1 FABNS_r2 FABNS_d1 || return 1
 	for i in $(seq "$n"); do setup_ns "FABNS_s$i" || return 1; done
 	fab_sysctls "$FABNS_r1" && fab_sysctls "$FABNS_r2" || return 1
-	local r1tc="" r2tc=""
+	local r1tc="" r2tc="" burst
+	burst=$(fab_burst)
 	for i in $(seq "$k"); do
 		fab_queue - link add "l$i" netns "$FABNS_r1" type veth peer name "l$i" netns "$FABNS_r2"
 		fab_queue "$FABNS_r1" addr add "10.0.$i.1/24" dev "l$i"
@@ -177,7 +168,7 @@ fabric_up() {
 		fab_queue "$FABNS_r2" addr add "fd00:0:$i::2/64" dev "l$i" nodad
 		fab_queue "$FABNS_r1" link set "l$i" mtu "$FABRIC_MTU" up
 		fab_queue "$FABNS_r2" link set "l$i" mtu "$FABRIC_MTU" up
-		r1tc+=$(fab_shape_cmds "l$i")$'\n' r2tc+=$(fab_shape_cmds "l$i")$'\n'
+		r1tc+=$(fab_shape_cmds "l$i" "$burst")$'\n' r2tc+=$(fab_shape_cmds "l$i" "$burst")$'\n'
 	done
 	for plane in mr rx; do
 		for i in $(seq "$n"); do

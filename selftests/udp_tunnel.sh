@@ -87,7 +87,7 @@ check_delivery() {
 	counter_is mroce1 rx_ect0 $((ect0 + N)) || { fail "rx_ect0 $(counter mroce1 rx_ect0), want $((ect0 + N)): not ECT(0)"; return; }
 	counter_is mroce1 rx_ce "$ce0" || { fail "CE marks without congestion"; return; }
 	counter_is mroce1 rx_bytes $((bytes0 + 200 * N)) || { fail "rx_bytes $(counter mroce1 rx_bytes), want $((bytes0 + 200 * N))"; return; }
-	[ "$(cat /sys/class/infiniband/mroce1/ports/1/hw_counters/rx_packets)" = "$(counter mroce1 rx_packets)" ] \
+	[ "$(counter mroce1 rx_packets)" = "$(rdma_counter mroce1 rx_packets)" ] \
 		|| { fail "sysfs hw_counters disagree with rdma statistic"; return; }
 	return $KSFT_PASS
 }
